@@ -1,0 +1,97 @@
+"""Domain errors: one small hierarchy, each with the stable code of the API contract.
+
+Handlers map these to HTTP answers in exactly one place; the data-access layer maps
+``ClientError`` codes to them. Messages say what to fix; ``details`` carry ids and
+field names, never memory content.
+"""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+
+class MemvaultError(Exception):
+    """Base of every error a caller may see."""
+
+    code: ClassVar[str] = "internal"
+    status: ClassVar[int] = 500
+
+    def __init__(self, message: str, details: dict[str, Any] | None = None) -> None:
+        super().__init__(message)
+        self.message = message
+        self.details: dict[str, Any] = details or {}
+
+    def to_body(self) -> dict[str, Any]:
+        return {"error": {"code": self.code, "message": self.message, "details": self.details}}
+
+
+class Unauthorized(MemvaultError):
+    code = "unauthorized"
+    status = 401
+
+
+class Forbidden(MemvaultError):
+    code = "forbidden"
+    status = 403
+
+
+class NotFound(MemvaultError):
+    code = "not_found"
+    status = 404
+
+
+class ValidationFailed(MemvaultError):
+    code = "validation_failed"
+    status = 422
+
+
+class ConsentRequired(MemvaultError):
+    code = "consent_required"
+    status = 422
+
+
+class SecretDetected(MemvaultError):
+    code = "secret_detected"
+    status = 422
+
+
+class VersionConflict(MemvaultError):
+    code = "version_conflict"
+    status = 409
+
+
+class IdempotencyKeyReused(MemvaultError):
+    code = "idempotency_key_reused"
+    status = 409
+
+
+class PayloadTooLarge(MemvaultError):
+    code = "payload_too_large"
+    status = 413
+
+
+class Throttled(MemvaultError):
+    code = "throttled"
+    status = 429
+
+
+class InternalError(MemvaultError):
+    """An unexpected fault. Carries a correlation id only, never the cause's text."""
+
+    code = "internal"
+    status = 500
+
+
+ALL_ERRORS: tuple[type[MemvaultError], ...] = (
+    Unauthorized,
+    Forbidden,
+    NotFound,
+    ValidationFailed,
+    ConsentRequired,
+    SecretDetected,
+    VersionConflict,
+    IdempotencyKeyReused,
+    PayloadTooLarge,
+    Throttled,
+    InternalError,
+)

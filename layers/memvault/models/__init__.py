@@ -1,0 +1,1 @@
+"""Domain models: identifiers, access context, memory commands and records."""

@@ -1,0 +1,57 @@
+"""The access context: who is calling, built only from verified identity claims."""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvault.errors import Forbidden
+from memvault.models.memory import Sensitivity
+from memvault.models.types import AgentRole, SubjectId, TenantId
+
+
+class Scope(StrEnum):
+    MEMORY_READ = "memory:read"
+    MEMORY_WRITE = "memory:write"
+    MEMORY_DELETE = "memory:delete"
+    SESSIONS_WRITE = "sessions:write"
+    RUNS_WRITE = "runs:write"
+    ARTIFACTS_WRITE = "artifacts:write"
+    SUBJECTS_ANY = "subjects:any"
+
+
+class AccessContext(BaseModel):
+    """Verified caller. ``tenant_id`` here is the only source of the tenant anywhere."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tenant_id: TenantId
+    principal: str = Field(min_length=1, max_length=256)
+    #: When set, the caller may act only for this subject (unless it has ``subjects:any``).
+    subject_id: SubjectId | None = None
+    scopes: frozenset[Scope] = frozenset()
+    agent_role: AgentRole | None = None
+    max_sensitivity: Sensitivity = Sensitivity.INTERNAL
+
+    def require(self, scope: Scope) -> None:
+        if scope not in self.scopes:
+            raise Forbidden(
+                f"this operation needs the scope '{scope.value}' in the token",
+                {"required_scope": scope.value},
+            )
+
+    def require_subject(self, subject_id: str) -> None:
+        if Scope.SUBJECTS_ANY in self.scopes:
+            return
+        if self.subject_id is None or self.subject_id != subject_id:
+            raise Forbidden(
+                "the token may not act for this subject; use a token for this subject "
+                "or one with the scope 'subjects:any'",
+                {"subject_id": subject_id},
+            )
+
+    def may_read(self, sensitivity: Sensitivity, visibility: list[str]) -> bool:
+        if sensitivity.rank > self.max_sensitivity.rank:
+            return False
+        return not visibility or (self.agent_role is not None and self.agent_role in visibility)

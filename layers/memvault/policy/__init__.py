@@ -1,0 +1,1 @@
+"""The write policy: what may become a memory, and how it is classified."""

@@ -1,0 +1,95 @@
+"""The write policy, applied to every new version before anything is stored.
+
+Order matters for the caller: a declared or detected secret is refused first (it must
+never be stored, whatever the consent), then consent is required (with a PII-specific
+reason when personal data was recognised), then the lifetime is bounded.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+
+from memvault.config import Settings
+from memvault.errors import ConsentRequired, SecretDetected, ValidationFailed
+from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
+from memvault.policy.pii import find_pii
+from memvault.policy.secrets import find_secrets
+
+
+@dataclass(frozen=True)
+class Draft:
+    """The fields of a version-to-be that the policy judges."""
+
+    content: str
+    canonical_key: str | None
+    tags: list[str]
+    scope: dict[str, str]
+    source: Source
+    sensitivity: Sensitivity
+    consent: bool
+    #: Set when the caller confirmed a model-inferred memory (or it was active before).
+    confirmed: bool = False
+
+
+@dataclass(frozen=True)
+class Decision:
+    sensitivity: Sensitivity
+    status: MemoryStatus
+    pii_types: tuple[str, ...]
+
+
+def _text_fields(draft: Draft) -> list[tuple[str, str]]:
+    fields = [("content", draft.content)]
+    if draft.canonical_key:
+        fields.append(("canonical_key", draft.canonical_key))
+    fields += [(f"tags[{i}]", tag) for i, tag in enumerate(draft.tags)]
+    fields += [(f"scope.{key}", f"{key}: {value}") for key, value in draft.scope.items()]
+    if draft.source.ref:
+        fields.append(("source.ref", draft.source.ref))
+    return fields
+
+
+def evaluate(draft: Draft) -> Decision:
+    if draft.sensitivity is Sensitivity.SECRET:
+        raise SecretDetected(
+            "secrets are never stored as memory; keep them in a secret manager and store a "
+            "reference to it instead",
+            {"field": "sensitivity"},
+        )
+    fields = _text_fields(draft)
+    secrets = find_secrets(fields)
+    if secrets:
+        raise SecretDetected(
+            "the memory contains what looks like a credential; remove it (store a reference "
+            "to a secret manager instead) and write again",
+            {"findings": [{"field": s.field, "type": s.secret_type} for s in secrets]},
+        )
+    pii = find_pii(fields)
+    pii_types = tuple(sorted({p.pii_type for p in pii}))
+    if not draft.consent:
+        if pii or draft.sensitivity is Sensitivity.PII:
+            raise ConsentRequired(
+                "the memory contains personal data; it can be stored only with the subject's "
+                "consent (set consent: true once it is given)",
+                {"reason": "pii", "pii_types": list(pii_types), "fields": [p.field for p in pii]},
+            )
+        raise ConsentRequired(
+            "long-term memory is kept only with the subject's consent; set consent: true once "
+            "it is given",
+            {"reason": "long_term_memory"},
+        )
+    sensitivity = Sensitivity.PII if pii else draft.sensitivity
+    inferred = draft.source.type is SourceType.MODEL_INFERRED
+    status = MemoryStatus.CANDIDATE if inferred and not draft.confirmed else MemoryStatus.ACTIVE
+    return Decision(sensitivity=sensitivity, status=status, pii_types=pii_types)
+
+
+def expiry(now: datetime, ttl_seconds: int | None, settings: Settings) -> datetime:
+    ttl = settings.default_ttl_seconds if ttl_seconds is None else ttl_seconds
+    if ttl > settings.max_ttl_seconds:
+        raise ValidationFailed(
+            f"ttl_seconds may be at most {settings.max_ttl_seconds} in this deployment",
+            {"field": "ttl_seconds", "max": settings.max_ttl_seconds},
+        )
+    return now + timedelta(seconds=ttl)

@@ -1,0 +1,661 @@
+"""The governed long-term memory service: write, read, correct, delete, forget, export.
+
+Every operation starts from a verified ``AccessContext``; the tenant comes from it and
+nowhere else. Reads re-check, at read time, everything that decides whether a memory
+may be served: chain tombstone, subject epoch, status, expiry, visibility, sensitivity.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import hashlib
+import json
+from dataclasses import dataclass
+from datetime import datetime, timedelta
+from typing import Any
+
+from memvault.clock import Clock, IdSource, iso
+from memvault.config import Settings
+from memvault.errors import (
+    IdempotencyKeyReused,
+    NotFound,
+    ValidationFailed,
+    VersionConflict,
+)
+from memvault.models.access import AccessContext, Scope
+from memvault.models.memory import (
+    CopyStatus,
+    DeletionJob,
+    DeletionScope,
+    DeletionState,
+    IndexStatus,
+    Memory,
+    MemoryPage,
+    MemoryPatch,
+    MemoryStatus,
+    MemoryWrite,
+)
+from memvault.observability import logger
+from memvault.policy import write_policy
+from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
+from memvault.storage import keys
+from memvault.storage.dynamo import TransactionConflict
+from memvault.storage.memory_repo import (
+    AuditEvent,
+    Chain,
+    IdempotencyRecord,
+    MemoryRepository,
+    NewVersion,
+)
+
+_NOT_FOUND = "no readable memory with this id for this subject"
+_LISTABLE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
+_RETRIES = 5
+
+
+def _hash(payload: Any) -> str:
+    text = json.dumps(payload, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class WriteResult:
+    memory: Memory
+    #: False when this was a replay of an earlier request with the same id and payload.
+    created: bool
+
+
+class MemoryService:
+    def __init__(
+        self,
+        repo: MemoryRepository,
+        settings: Settings,
+        clock: Clock,
+        ids: IdSource,
+        purge: PurgeLauncher,
+    ) -> None:
+        self.repo = repo
+        self.settings = settings
+        self.clock = clock
+        self.ids = ids
+        self.purge = purge
+
+    # ------------------------------------------------------------------------ write
+
+    def write(self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite) -> WriteResult:
+        ctx.require(Scope.MEMORY_WRITE)
+        ctx.require_subject(subject_id)
+        payload_hash = _hash(cmd.fingerprint_payload())
+        record = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
+        if record is not None:
+            return WriteResult(self._replay(ctx, subject_id, record, payload_hash), created=False)
+
+        decision = write_policy.evaluate(
+            write_policy.Draft(
+                content=cmd.content,
+                canonical_key=cmd.canonical_key,
+                tags=cmd.tags,
+                scope=cmd.scope,
+                source=cmd.source,
+                sensitivity=cmd.sensitivity,
+                consent=cmd.consent,
+            )
+        )
+        for _ in range(_RETRIES):
+            now = self.clock.now()
+            expires_at = write_policy.expiry(now, cmd.ttl_seconds, self.settings)
+            epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+            chain, pointer, pointer_chain = self._current_chain(ctx, subject_id, cmd, epoch)
+            memory_id = self.ids.new_id("mem")
+            previous = None
+            if chain is not None:
+                previous = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+                self._check_chain_length(chain)
+            memory = Memory(
+                memory_id=memory_id,
+                tenant_id=ctx.tenant_id,
+                subject_id=subject_id,
+                chain_id=chain.chain_id if chain else self.ids.new_id("chn"),
+                kind=cmd.kind,
+                canonical_key=cmd.canonical_key,
+                content=cmd.content,
+                tags=list(cmd.tags),
+                scope=dict(cmd.scope),
+                source=cmd.source,
+                sensitivity=decision.sensitivity,
+                consent=cmd.consent,
+                confidence=cmd.confidence,
+                visibility=list(cmd.visibility),
+                status=decision.status,
+                version=chain.current_version + 1 if chain else 1,
+                valid_from=now,
+                expires_at=expires_at,
+                supersedes_id=chain.current_memory_id if chain else None,
+                content_hash=_hash(cmd.content),
+                index_status=IndexStatus.PENDING,
+                embedding_model=None,
+                artifact_id=cmd.artifact_id,
+                request_id=cmd.request_id,
+                created_by=ctx.principal,
+                created_at=now,
+                updated_at=now,
+                subject_epoch=epoch,
+            )
+            try:
+                self.repo.commit_version(
+                    NewVersion(
+                        memory=memory,
+                        expected_version=chain.current_version if chain else None,
+                        previous=previous,
+                        pointer_sk=pointer,
+                        pointer_expected_chain=pointer_chain,
+                        idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory_id),
+                        idempotency_expires_at=now
+                        + timedelta(seconds=self.settings.idempotency_ttl_seconds),
+                        audit=self._audit(ctx, subject_id, "memory.write", memory),
+                        audit_expires_at=self._audit_expiry(now),
+                    )
+                )
+            except TransactionConflict as conflict:
+                if "idempotency" in conflict.failed:
+                    # A concurrent retry of the same request committed first.
+                    again = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
+                    if again is None:
+                        raise
+                    return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
+                if conflict.failed == {"epoch"}:
+                    continue  # the subject was forgotten meanwhile: write into the new epoch
+                raise self._conflict(ctx, subject_id, cmd) from None
+            self._log("memory written", memory)
+            return WriteResult(memory, created=True)
+        raise VersionConflict("the subject kept changing while writing; re-read and retry")
+
+    def _current_chain(
+        self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite, epoch: int
+    ) -> tuple[Chain | None, str | None, str | None]:
+        """The live chain this write extends (if any), the pointer to claim, and the chain
+        the pointer names now (for the pointer's compare-and-set)."""
+        if cmd.canonical_key is None:
+            return None, None, None
+        pointer = keys.pointer_sk(cmd.kind.value, cmd.canonical_key, cmd.scope)
+        pointer_chain = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
+        chain = self.repo.chain(ctx.tenant_id, subject_id, pointer_chain) if pointer_chain else None
+        if chain is not None and not (chain.live and chain.subject_epoch == epoch):
+            chain = None  # tombstoned or forgotten: the key starts a new chain
+        if cmd.expected_version is not None:
+            current = chain.current_version if chain else None
+            if current != cmd.expected_version:
+                raise VersionConflict(
+                    "the fact's current version is not the one expected; re-read it and decide",
+                    {
+                        "expected_version": cmd.expected_version,
+                        "current_version": current,
+                        "current_memory_id": chain.current_memory_id if chain else None,
+                    },
+                )
+        return chain, pointer, pointer_chain
+
+    def _conflict(self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite) -> VersionConflict:
+        details: dict[str, Any] = {"canonical_key": cmd.canonical_key}
+        if cmd.canonical_key is not None:
+            pointer = keys.pointer_sk(cmd.kind.value, cmd.canonical_key, cmd.scope)
+            chain_id = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
+            chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id) if chain_id else None
+            if chain is not None and chain.live:
+                details |= {
+                    "current_version": chain.current_version,
+                    "current_memory_id": chain.current_memory_id,
+                }
+        return VersionConflict(
+            "another write changed this fact first; re-read the current version and decide",
+            details,
+        )
+
+    def _replay(
+        self, ctx: AccessContext, subject_id: str, record: IdempotencyRecord, payload_hash: str
+    ) -> Memory:
+        if record.payload_hash != payload_hash:
+            raise IdempotencyKeyReused(
+                "this request_id was already used with a different payload; use a new "
+                "request_id for a new memory",
+                {"request_id": record.request_id},
+            )
+        memory = self.repo.version(ctx.tenant_id, subject_id, record.memory_id)
+        chain = self.repo.chain(ctx.tenant_id, subject_id, memory.chain_id) if memory else None
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        if memory is None or chain is None or not chain.live or memory.subject_epoch != epoch:
+            raise NotFound(
+                "the memory this request wrote has since been deleted",
+                {"request_id": record.request_id},
+            )
+        return memory
+
+    def _check_chain_length(self, chain: Chain) -> None:
+        if len(chain.versions) >= self.settings.max_versions_per_chain:
+            raise ValidationFailed(
+                "this fact has reached its maximum number of versions; delete it and write it anew",
+                {"max_versions": self.settings.max_versions_per_chain},
+            )
+
+    # ------------------------------------------------------------------------ read
+
+    def _readable(self, ctx: AccessContext, m: Memory, epoch: int, now: datetime) -> bool:
+        return (
+            m.subject_epoch == epoch
+            and m.is_live(now)
+            and ctx.may_read(m.sensitivity, m.visibility)
+        )
+
+    def _resolve(
+        self, ctx: AccessContext, subject_id: str, memory_id: str
+    ) -> tuple[Chain, Memory, int]:
+        """The live chain of ``memory_id`` and its current version, if the caller may read it."""
+        version = self.repo.version(ctx.tenant_id, subject_id, memory_id)
+        if version is None:
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        chain = self.repo.chain(ctx.tenant_id, subject_id, version.chain_id)
+        if chain is None or not chain.live:
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        current = (
+            version
+            if chain.current_memory_id == memory_id
+            else self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+        )
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        if current is None or not self._readable(ctx, current, epoch, self.clock.now()):
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        return chain, current, epoch
+
+    def get(self, ctx: AccessContext, subject_id: str, memory_id: str) -> Memory:
+        """The current version of the memory's chain, if readable now."""
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        _, current, _ = self._resolve(ctx, subject_id, memory_id)
+        return current
+
+    def list_memories(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        *,
+        kind: str | None = None,
+        canonical_key: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int = 20,
+        next_token: str | None = None,
+    ) -> MemoryPage:
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        if not 1 <= limit <= 100:
+            raise ValidationFailed("limit must be between 1 and 100", {"field": "limit"})
+        if status is not None and status not in _LISTABLE:
+            raise ValidationFailed(
+                "status may be 'active' or 'candidate'; superseded versions are in a memory's "
+                "history, and expired or deleted memories are never served",
+                {"field": "status"},
+            )
+        start = _decode_token(next_token)
+        now = self.clock.now()
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        items: list[Memory] = []
+        while True:
+            page, start = self.repo.list_versions(
+                ctx.tenant_id,
+                subject_id,
+                now=now,
+                statuses=[status] if status else list(_LISTABLE),
+                kind=kind,
+                canonical_key=canonical_key,
+                tag=tag,
+                start_sk=start,
+                page_size=limit - len(items),
+            )
+            items += [m for m in page if self._readable(ctx, m, epoch, now)]
+            if start is None or len(items) >= limit:
+                break
+        return MemoryPage(items=items, next_token=_encode_token(start))
+
+    def history(self, ctx: AccessContext, subject_id: str, memory_id: str) -> list[Memory]:
+        """Every version of the memory's chain still held and readable, oldest first."""
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        chain, _, epoch = self._resolve(ctx, subject_id, memory_id)
+        now = self.clock.now()
+        versions = self.repo.versions(ctx.tenant_id, subject_id, chain.versions)
+        return sorted(
+            (v for v in versions if self._shown_in_history(ctx, v, epoch, now)),
+            key=lambda v: v.version,
+        )
+
+    def _shown_in_history(self, ctx: AccessContext, m: Memory, epoch: int, now: datetime) -> bool:
+        return (
+            m.subject_epoch == epoch
+            and m.status is not MemoryStatus.DELETED
+            and now < m.expires_at
+            and ctx.may_read(m.sensitivity, m.visibility)
+        )
+
+    def export(self, ctx: AccessContext, subject_id: str) -> dict[str, Any]:
+        """Everything held about the subject that this caller may read, every version."""
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        now = self.clock.now()
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        versions, chains = self.repo.subject_items(ctx.tenant_id, subject_id)
+        live = {c.chain_id for c in chains if c.live and c.subject_epoch == epoch}
+        held = sorted(
+            (
+                v
+                for v in versions
+                if v.chain_id in live and self._shown_in_history(ctx, v, epoch, now)
+            ),
+            key=lambda v: (v.chain_id, v.version),
+        )
+        logger.info(
+            "subject exported",
+            extra={
+                "tenant_id": ctx.tenant_id,
+                "subject_id": subject_id,
+                "count": len(held),
+            },
+        )
+        return {
+            "subject_id": subject_id,
+            "exported_at": iso(now),
+            "memories": [m.public_view() for m in held],
+        }
+
+    # ---------------------------------------------------------------------- correct
+
+    def correct(
+        self, ctx: AccessContext, subject_id: str, memory_id: str, patch: MemoryPatch
+    ) -> Memory:
+        ctx.require(Scope.MEMORY_WRITE)
+        ctx.require_subject(subject_id)
+        chain, current, _ = self._resolve(ctx, subject_id, memory_id)
+        if patch.expected_version != chain.current_version:
+            raise VersionConflict(
+                "the memory changed since you read it; re-read it and decide",
+                {
+                    "expected_version": patch.expected_version,
+                    "current_version": chain.current_version,
+                    "current_memory_id": chain.current_memory_id,
+                },
+            )
+        source = patch.source or current.source
+        sensitivity = patch.sensitivity or current.sensitivity
+        consent = current.consent if patch.consent is None else patch.consent
+        decision = write_policy.evaluate(
+            write_policy.Draft(
+                content=patch.content or current.content,
+                canonical_key=current.canonical_key,
+                tags=current.tags if patch.tags is None else patch.tags,
+                scope=current.scope,
+                source=source,
+                sensitivity=sensitivity,
+                consent=consent,
+                confirmed=patch.status == "active"
+                or (current.status is MemoryStatus.ACTIVE and patch.source is None),
+            )
+        )
+        now = self.clock.now()
+        expires_at = (
+            current.expires_at
+            if patch.ttl_seconds is None
+            else write_policy.expiry(now, patch.ttl_seconds, self.settings)
+        )
+        self._check_chain_length(chain)
+        content = patch.content or current.content
+        memory = current.model_copy(
+            update={
+                "memory_id": self.ids.new_id("mem"),
+                "content": content,
+                "tags": current.tags if patch.tags is None else list(patch.tags),
+                "source": source,
+                "sensitivity": decision.sensitivity,
+                "consent": consent,
+                "confidence": current.confidence if patch.confidence is None else patch.confidence,
+                "visibility": current.visibility
+                if patch.visibility is None
+                else list(patch.visibility),
+                "status": decision.status,
+                "version": chain.current_version + 1,
+                "valid_from": now,
+                "expires_at": expires_at,
+                "supersedes_id": current.memory_id,
+                "content_hash": _hash(content),
+                "index_status": IndexStatus.PENDING,
+                "embedding_model": None,
+                "request_id": None,
+                "created_by": ctx.principal,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
+        try:
+            self.repo.commit_version(
+                NewVersion(
+                    memory=memory,
+                    expected_version=chain.current_version,
+                    previous=current,
+                    pointer_sk=None,
+                    pointer_expected_chain=None,
+                    idempotency=None,
+                    idempotency_expires_at=None,
+                    audit=self._audit(ctx, subject_id, "memory.correct", memory),
+                    audit_expires_at=self._audit_expiry(now),
+                )
+            )
+        except TransactionConflict:
+            fresh = self.repo.chain(ctx.tenant_id, subject_id, chain.chain_id)
+            raise VersionConflict(
+                "another write changed this memory first; re-read it and decide",
+                {
+                    "expected_version": patch.expected_version,
+                    "current_version": fresh.current_version if fresh and fresh.live else None,
+                },
+            ) from None
+        self._log("memory corrected", memory)
+        return memory
+
+    # ----------------------------------------------------------------------- delete
+
+    def delete(self, ctx: AccessContext, subject_id: str, memory_id: str) -> DeletionJob:
+        """Tombstone the memory's chain (every version unreadable at once), record the job
+        and its log entry in the same transaction, then launch the purge."""
+        ctx.require(Scope.MEMORY_DELETE)
+        ctx.require_subject(subject_id)
+        located = self.repo.locate(ctx.tenant_id, subject_id, memory_id)
+        if located is None:
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        chain_id, version_epoch = located
+        for _ in range(_RETRIES):
+            chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id)
+            epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+            if chain is None or (chain.live and version_epoch != epoch):
+                raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+            if not chain.live:
+                return self._existing_job(ctx, chain)  # deleting twice is one deletion
+            job = self._new_job(ctx, subject_id, DeletionScope.MEMORY, chain.chain_id)
+            release = (
+                bool(chain.pointer_sk)
+                and self.repo.pointer(ctx.tenant_id, subject_id, chain.pointer_sk or "")
+                == chain.chain_id
+            )
+            try:
+                self.repo.tombstone_chain(
+                    ctx.tenant_id,
+                    subject_id,
+                    chain,
+                    job.deletion_id,
+                    job.requested_at,
+                    release_pointer=release,
+                    job=job,
+                    audit=self._audit(
+                        ctx,
+                        subject_id,
+                        "memory.delete",
+                        None,
+                        chain_id=chain.chain_id,
+                        deletion_id=job.deletion_id,
+                    ),
+                    audit_expires_at=self._audit_expiry(job.requested_at),
+                )
+            except TransactionConflict:
+                continue  # superseded or deleted meanwhile: re-read the chain
+            logger.info(
+                "memory deletion requested",
+                extra={
+                    "tenant_id": ctx.tenant_id,
+                    "subject_id": subject_id,
+                    "chain_id": chain.chain_id,
+                    "deletion_id": job.deletion_id,
+                },
+            )
+            return self._launch(job)
+        raise VersionConflict("the memory kept changing while deleting; retry")
+
+    def forget(self, ctx: AccessContext, subject_id: str) -> DeletionJob:
+        """Forget a subject: one conditional write retires the subject's epoch, so every
+        memory of theirs is unreadable at once; the purge then clears each copy."""
+        ctx.require(Scope.MEMORY_DELETE)
+        ctx.require_subject(subject_id)
+        for _ in range(_RETRIES):
+            epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+            job = self._new_job(ctx, subject_id, DeletionScope.SUBJECT, f"epoch:{epoch}")
+            try:
+                self.repo.retire_subject_epoch(
+                    ctx.tenant_id,
+                    subject_id,
+                    epoch,
+                    job,
+                    self._audit(
+                        ctx, subject_id, "subject.forget", None, deletion_id=job.deletion_id
+                    ),
+                    self._audit_expiry(job.requested_at),
+                )
+            except TransactionConflict:
+                continue
+            logger.info(
+                "subject forget requested",
+                extra={
+                    "tenant_id": ctx.tenant_id,
+                    "subject_id": subject_id,
+                    "deletion_id": job.deletion_id,
+                    "epoch": epoch,
+                },
+            )
+            return self._launch(job)
+        raise VersionConflict("the subject kept changing while forgetting; retry")
+
+    def deletion_status(self, ctx: AccessContext, deletion_id: str) -> DeletionJob:
+        if not ({Scope.MEMORY_READ, Scope.MEMORY_DELETE} & ctx.scopes):
+            ctx.require(Scope.MEMORY_READ)
+        job = self.repo.job(ctx.tenant_id, deletion_id)
+        allowed = job is not None and (
+            Scope.SUBJECTS_ANY in ctx.scopes or ctx.subject_id == job.subject_id
+        )
+        if job is None or not allowed:
+            raise NotFound("no deletion with this id", {"deletion_id": deletion_id})
+        return job
+
+    def _new_job(
+        self, ctx: AccessContext, subject_id: str, scope: DeletionScope, target: str
+    ) -> DeletionJob:
+        now = self.clock.now()
+        return DeletionJob(
+            deletion_id=self.ids.new_id("del"),
+            tenant_id=ctx.tenant_id,
+            subject_id=subject_id,
+            scope=scope,
+            target=target,
+            # The tombstone commits with the job, so a job is born BLOCKED.
+            status=DeletionState.BLOCKED,
+            requested_by=ctx.principal,
+            requested_at=now,
+            completed_at=None,
+            copies=[
+                CopyStatus(name=name, status=state, updated_at=now, reason=reason)
+                for name, (state, reason) in INITIAL_COPIES.items()
+            ],
+        )
+
+    def _existing_job(self, ctx: AccessContext, chain: Chain) -> DeletionJob:
+        job = self.repo.job(ctx.tenant_id, chain.deletion_id or "")
+        if job is None:
+            raise NotFound(_NOT_FOUND, {"chain_id": chain.chain_id})
+        return job
+
+    def _launch(self, job: DeletionJob) -> DeletionJob:
+        self.purge.launch(job.tenant_id, job.deletion_id)
+        fresh = self.repo.job(job.tenant_id, job.deletion_id)
+        return fresh or job
+
+    # ---------------------------------------------------------------------- helpers
+
+    def _audit(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        action: str,
+        memory: Memory | None,
+        *,
+        chain_id: str | None = None,
+        deletion_id: str | None = None,
+    ) -> AuditEvent:
+        return AuditEvent(
+            event_id=self.ids.new_id("evt"),
+            at=self.clock.now(),
+            action=action,
+            actor=ctx.principal,
+            tenant_id=ctx.tenant_id,
+            subject_id=subject_id,
+            memory_id=memory.memory_id if memory else None,
+            chain_id=memory.chain_id if memory else chain_id,
+            version=memory.version if memory else None,
+            deletion_id=deletion_id,
+            request_id=memory.request_id if memory else None,
+        )
+
+    def _audit_expiry(self, now: datetime) -> datetime:
+        return now + timedelta(days=self.settings.audit_retention_days)
+
+    def _log(self, message: str, m: Memory) -> None:
+        logger.info(
+            message,
+            extra={
+                "tenant_id": m.tenant_id,
+                "subject_id": m.subject_id,
+                "memory_id": m.memory_id,
+                "chain_id": m.chain_id,
+                "version": m.version,
+                "status": m.status.value,
+                "sensitivity": m.sensitivity.value,
+            },
+        )
+
+
+def _encode_token(sort_key: str | None) -> str | None:
+    if sort_key is None:
+        return None
+    raw = json.dumps({"v": 1, "after": sort_key}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_token(token: str | None) -> str | None:
+    """The token names only a sort key; the partition always comes from the caller."""
+    if token is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        after = json.loads(raw)["after"]
+    except (binascii.Error, ValueError, KeyError, TypeError):
+        after = None
+    if not isinstance(after, str) or not after.startswith(keys.VERSION_PREFIX):
+        raise ValidationFailed(
+            "next_token is not one this listing returned; start again without it",
+            {"field": "next_token"},
+        )
+    return after

@@ -1,0 +1,54 @@
+"""Key layout. Every partition key starts with ``<tenant_id>#``.
+
+memory table, partition ``<tenant>#<subject>``:
+    ``MEM#<memory_id>``   one version of a memory (content lives here only)
+    ``CHAIN#<chain_id>``  head of a version chain: current version (compare-and-set), tombstone
+    ``KEY#<digest>``      canonical pointer: (kind, canonical_key, scope) -> chain
+    ``#SUBJECT``          the subject's epoch; forgetting a subject retires the epoch
+idempotency table: ``<tenant>#<subject>`` / ``memory-write#<request_id>``
+deletions table:   ``<tenant>#<deletion_id>`` / ``JOB``
+audit table:       ``<tenant>#<subject>`` / ``<time>#<event_id>`` for events,
+                   ``<tenant>#~deletions`` / ``<time>#<deletion_id>`` for the deletion log
+                   (``~`` cannot appear in a subject id, so the two never collide)
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+SUBJECT_META_SK = "#SUBJECT"
+VERSION_PREFIX = "MEM#"
+CHAIN_PREFIX = "CHAIN#"
+POINTER_PREFIX = "KEY#"
+JOB_SK = "JOB"
+
+
+def subject_pk(tenant_id: str, subject_id: str) -> str:
+    return f"{tenant_id}#{subject_id}"
+
+
+def version_sk(memory_id: str) -> str:
+    return f"{VERSION_PREFIX}{memory_id}"
+
+
+def chain_sk(chain_id: str) -> str:
+    return f"{CHAIN_PREFIX}{chain_id}"
+
+
+def pointer_sk(kind: str, canonical_key: str, scope: dict[str, str]) -> str:
+    """Digest of the fact's identity: different scopes are different facts."""
+    identity = json.dumps([kind, canonical_key, sorted(scope.items())], ensure_ascii=False)
+    return f"{POINTER_PREFIX}{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
+
+
+def idempotency_sk(request_id: str) -> str:
+    return f"memory-write#{request_id}"
+
+
+def deletion_pk(tenant_id: str, deletion_id: str) -> str:
+    return f"{tenant_id}#{deletion_id}"
+
+
+def deletion_log_pk(tenant_id: str) -> str:
+    return f"{tenant_id}#~deletions"

@@ -1,0 +1,748 @@
+"""The memory table and its companions (idempotency, audit, deletions) as domain operations.
+
+Each write that changes what may be read is one DynamoDB transaction, so that a crash
+at any point leaves either all of it or none of it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from memvault.clock import iso, parse_iso
+from memvault.models.memory import (
+    CopyState,
+    CopyStatus,
+    DeletionJob,
+    DeletionScope,
+    DeletionState,
+    IndexStatus,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Sensitivity,
+    Source,
+    SourceType,
+)
+from memvault.storage import keys
+from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
+
+LIVE = "live"
+TOMBSTONED = "deleted"
+
+
+# ----------------------------------------------------------------------------- records
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Head of a version chain: the compare-and-set point and the tombstone."""
+
+    chain_id: str
+    state: str
+    current_memory_id: str
+    current_version: int
+    versions: list[str]
+    pointer_sk: str | None
+    subject_epoch: int
+    deletion_id: str | None
+
+    @property
+    def live(self) -> bool:
+        return self.state == LIVE
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    request_id: str
+    payload_hash: str
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """Ids and counts only: the audit trail never holds memory content."""
+
+    event_id: str
+    at: datetime
+    action: str
+    actor: str
+    tenant_id: str
+    subject_id: str
+    memory_id: str | None = None
+    chain_id: str | None = None
+    version: int | None = None
+    deletion_id: str | None = None
+    request_id: str | None = None
+
+
+def memory_to_item(m: Memory) -> dict[str, Any]:
+    return {
+        "pk": keys.subject_pk(m.tenant_id, m.subject_id),
+        "sk": keys.version_sk(m.memory_id),
+        "type": "memory",
+        "memory_id": m.memory_id,
+        "tenant_id": m.tenant_id,
+        "subject_id": m.subject_id,
+        "chain_id": m.chain_id,
+        "kind": m.kind.value,
+        "canonical_key": m.canonical_key,
+        "content": m.content,
+        "tags": list(m.tags),
+        "scope": dict(m.scope),
+        "source_type": m.source.type.value,
+        "source_ref": m.source.ref,
+        "sensitivity": m.sensitivity.value,
+        "consent": m.consent,
+        "confidence": m.confidence,
+        "visibility": list(m.visibility),
+        "status": m.status.value,
+        "version": m.version,
+        "valid_from": iso(m.valid_from),
+        "expires_at": iso(m.expires_at),
+        # Native TTL: DynamoDB removes the item some time after this (often days).
+        "ttl": int(m.expires_at.timestamp()),
+        "supersedes_id": m.supersedes_id,
+        "content_hash": m.content_hash,
+        "index_status": m.index_status.value,
+        "embedding_model": m.embedding_model,
+        "artifact_id": m.artifact_id,
+        "request_id": m.request_id,
+        "created_by": m.created_by,
+        "created_at": iso(m.created_at),
+        "updated_at": iso(m.updated_at),
+        "subject_epoch": m.subject_epoch,
+    }
+
+
+def memory_from_item(item: dict[str, Any]) -> Memory:
+    return Memory(
+        memory_id=item["memory_id"],
+        tenant_id=item["tenant_id"],
+        subject_id=item["subject_id"],
+        chain_id=item["chain_id"],
+        kind=MemoryKind(item["kind"]),
+        canonical_key=item.get("canonical_key"),
+        content=item["content"],
+        tags=item.get("tags", []),
+        scope=item.get("scope", {}),
+        source=Source(type=SourceType(item["source_type"]), ref=item.get("source_ref")),
+        sensitivity=Sensitivity(item["sensitivity"]),
+        consent=item["consent"],
+        confidence=item.get("confidence"),
+        visibility=item.get("visibility", []),
+        status=MemoryStatus(item["status"]),
+        version=item["version"],
+        valid_from=parse_iso(item["valid_from"]),
+        expires_at=parse_iso(item["expires_at"]),
+        supersedes_id=item.get("supersedes_id"),
+        content_hash=item["content_hash"],
+        index_status=IndexStatus(item["index_status"]),
+        embedding_model=item.get("embedding_model"),
+        artifact_id=item.get("artifact_id"),
+        request_id=item.get("request_id"),
+        created_by=item["created_by"],
+        created_at=parse_iso(item["created_at"]),
+        updated_at=parse_iso(item["updated_at"]),
+        subject_epoch=item.get("subject_epoch", 0),
+    )
+
+
+def chain_from_item(item: dict[str, Any]) -> Chain:
+    return Chain(
+        chain_id=item["chain_id"],
+        state=item["state"],
+        current_memory_id=item["current_memory_id"],
+        current_version=item["current_version"],
+        versions=item.get("versions", []),
+        pointer_sk=item.get("pointer_sk"),
+        subject_epoch=item.get("subject_epoch", 0),
+        deletion_id=item.get("deletion_id"),
+    )
+
+
+def job_to_item(job: DeletionJob) -> dict[str, Any]:
+    return {
+        "pk": keys.deletion_pk(job.tenant_id, job.deletion_id),
+        "sk": keys.JOB_SK,
+        "deletion_id": job.deletion_id,
+        "tenant_id": job.tenant_id,
+        "subject_id": job.subject_id,
+        "scope": job.scope.value,
+        "target": job.target,
+        "status": job.status.value,
+        "requested_by": job.requested_by,
+        "requested_at": iso(job.requested_at),
+        "completed_at": iso(job.completed_at) if job.completed_at else None,
+        "copies": {
+            c.name: {"status": c.status.value, "updated_at": iso(c.updated_at), "reason": c.reason}
+            for c in job.copies
+        },
+    }
+
+
+def job_from_item(item: dict[str, Any]) -> DeletionJob:
+    copies = [
+        CopyStatus(
+            name=name,
+            status=CopyState(c["status"]),
+            updated_at=parse_iso(c["updated_at"]),
+            reason=c.get("reason"),
+        )
+        for name, c in sorted(item.get("copies", {}).items())
+    ]
+    return DeletionJob(
+        deletion_id=item["deletion_id"],
+        tenant_id=item["tenant_id"],
+        subject_id=item["subject_id"],
+        scope=DeletionScope(item["scope"]),
+        target=item["target"],
+        status=DeletionState(item["status"]),
+        requested_by=item["requested_by"],
+        requested_at=parse_iso(item["requested_at"]),
+        completed_at=parse_iso(item["completed_at"]) if item.get("completed_at") else None,
+        copies=copies,
+    )
+
+
+# ------------------------------------------------------------------------- repository
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    """Everything one version write commits, atomically."""
+
+    memory: Memory
+    #: The chain's current version before this write; ``None`` starts a new chain.
+    expected_version: int | None
+    previous: Memory | None
+    #: Canonical pointer to claim: its sort key and the chain it must point to now (or None).
+    pointer_sk: str | None
+    pointer_expected_chain: str | None
+    idempotency: IdempotencyRecord | None
+    idempotency_expires_at: datetime | None
+    audit: AuditEvent
+    audit_expires_at: datetime
+
+
+class MemoryRepository:
+    def __init__(self, dynamo: Dynamo) -> None:
+        self.db = dynamo
+
+    # -- reads
+
+    def subject_epoch(self, tenant_id: str, subject_id: str) -> int:
+        item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
+        return int(item["epoch"]) if item else 0
+
+    def locate(self, tenant_id: str, subject_id: str, memory_id: str) -> tuple[str, int] | None:
+        """The chain and subject epoch of a version, purged (tombstone) or not."""
+        item = self.db.get(
+            "memory", keys.subject_pk(tenant_id, subject_id), keys.version_sk(memory_id)
+        )
+        return (item["chain_id"], int(item.get("subject_epoch", 0))) if item else None
+
+    def version(self, tenant_id: str, subject_id: str, memory_id: str) -> Memory | None:
+        """A version with its content; ``None`` when absent or purged."""
+        item = self.db.get(
+            "memory", keys.subject_pk(tenant_id, subject_id), keys.version_sk(memory_id)
+        )
+        return memory_from_item(item) if item and item.get("type") == "memory" else None
+
+    def versions(self, tenant_id: str, subject_id: str, memory_ids: list[str]) -> list[Memory]:
+        pk = keys.subject_pk(tenant_id, subject_id)
+        items = self.db.get_many("memory", [(pk, keys.version_sk(m)) for m in memory_ids])
+        return [memory_from_item(i) for i in items if i.get("type") == "memory"]
+
+    def chain(self, tenant_id: str, subject_id: str, chain_id: str) -> Chain | None:
+        item = self.db.get(
+            "memory", keys.subject_pk(tenant_id, subject_id), keys.chain_sk(chain_id)
+        )
+        return chain_from_item(item) if item else None
+
+    def pointer(self, tenant_id: str, subject_id: str, pointer_sk: str) -> str | None:
+        item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), pointer_sk)
+        return str(item["chain_id"]) if item else None
+
+    def idempotency(
+        self, tenant_id: str, subject_id: str, request_id: str
+    ) -> IdempotencyRecord | None:
+        item = self.db.get(
+            "idempotency", keys.subject_pk(tenant_id, subject_id), keys.idempotency_sk(request_id)
+        )
+        if not item:
+            return None
+        return IdempotencyRecord(item["request_id"], item["payload_hash"], item["memory_id"])
+
+    def list_versions(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        now: datetime,
+        statuses: list[str],
+        kind: str | None,
+        canonical_key: str | None,
+        tag: str | None,
+        start_sk: str | None,
+        page_size: int,
+    ) -> tuple[list[Memory], str | None]:
+        """One page of current versions; the caller still applies the read checks."""
+        names = {"#status": "status", "#ttl": "ttl"}
+        values: dict[str, Any] = {":now": int(now.timestamp())}
+        clauses = ["#ttl > :now"]
+        status_keys = []
+        for i, status in enumerate(statuses):
+            values[f":s{i}"] = status
+            status_keys.append(f":s{i}")
+        clauses.append(f"#status IN ({', '.join(status_keys)})")
+        if kind:
+            names["#kind"] = "kind"
+            values[":kind"] = kind
+            clauses.append("#kind = :kind")
+        if canonical_key:
+            values[":ckey"] = canonical_key
+            clauses.append("canonical_key = :ckey")
+        if tag:
+            values[":tag"] = tag
+            clauses.append("contains(tags, :tag)")
+        items, last = self.db.query(
+            "memory",
+            keys.subject_pk(tenant_id, subject_id),
+            keys.VERSION_PREFIX,
+            start_sk=start_sk,
+            limit=page_size,
+            filter_expression=" AND ".join(clauses),
+            names=names,
+            values=values,
+        )
+        return [memory_from_item(i) for i in items], last
+
+    def subject_items(self, tenant_id: str, subject_id: str) -> tuple[list[Memory], list[Chain]]:
+        """Every version and chain head of a subject (export, forget)."""
+        pk = keys.subject_pk(tenant_id, subject_id)
+        versions = [
+            memory_from_item(i)
+            for i in self.db.query_all("memory", pk, keys.VERSION_PREFIX)
+            if i.get("type") == "memory"
+        ]
+        chains = [chain_from_item(i) for i in self.db.query_all("memory", pk, keys.CHAIN_PREFIX)]
+        return versions, chains
+
+    # -- writes
+
+    def commit_version(self, new: NewVersion) -> None:
+        """Idempotency record, new version, chain head (CAS), pointer (CAS), old version
+        superseded, subject epoch unchanged, audit event: all or nothing.
+
+        Raises ``TransactionConflict`` naming what failed: ``idempotency``, ``chain``,
+        ``pointer``, ``previous`` or ``epoch``.
+        """
+        m = new.memory
+        pk = keys.subject_pk(m.tenant_id, m.subject_id)
+        table = self.db.names["memory"]
+        tx = Tx()
+        if new.idempotency is not None:
+            assert new.idempotency_expires_at is not None
+            tx.add(
+                "idempotency",
+                {
+                    "Put": {
+                        "TableName": self.db.names["idempotency"],
+                        "Item": to_item(
+                            {
+                                "pk": pk,
+                                "sk": keys.idempotency_sk(new.idempotency.request_id),
+                                "request_id": new.idempotency.request_id,
+                                "payload_hash": new.idempotency.payload_hash,
+                                "memory_id": new.idempotency.memory_id,
+                                "created_at": iso(m.created_at),
+                                "ttl": int(new.idempotency_expires_at.timestamp()),
+                            }
+                        ),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            )
+        tx.add(
+            "version",
+            {
+                "Put": {
+                    "TableName": table,
+                    "Item": to_item(memory_to_item(m)),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        )
+        ttl = int(m.expires_at.timestamp())
+        if new.expected_version is None:
+            tx.add(
+                "chain",
+                {
+                    "Put": {
+                        "TableName": table,
+                        "Item": to_item(
+                            {
+                                "pk": pk,
+                                "sk": keys.chain_sk(m.chain_id),
+                                "type": "chain",
+                                "chain_id": m.chain_id,
+                                "state": LIVE,
+                                "current_memory_id": m.memory_id,
+                                "current_version": m.version,
+                                "versions": [m.memory_id],
+                                "pointer_sk": new.pointer_sk,
+                                "subject_epoch": m.subject_epoch,
+                                "created_at": iso(m.created_at),
+                                "updated_at": iso(m.updated_at),
+                                "ttl": ttl,
+                            }
+                        ),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            )
+        else:
+            tx.add(
+                "chain",
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": key(pk, keys.chain_sk(m.chain_id)),
+                        "UpdateExpression": (
+                            "SET current_memory_id = :mid, current_version = :v, "
+                            "versions = list_append(versions, :mids), updated_at = :now, "
+                            "#ttl = :ttl"
+                        ),
+                        "ConditionExpression": "#state = :live AND current_version = :expected",
+                        "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
+                        "ExpressionAttributeValues": {
+                            ":mid": to_attr(m.memory_id),
+                            ":v": to_attr(m.version),
+                            ":mids": to_attr([m.memory_id]),
+                            ":now": to_attr(iso(m.updated_at)),
+                            ":ttl": to_attr(ttl),
+                            ":live": to_attr(LIVE),
+                            ":expected": to_attr(new.expected_version),
+                        },
+                    }
+                },
+            )
+        if new.pointer_sk is not None:
+            pointer_item = to_item(
+                {
+                    "pk": pk,
+                    "sk": new.pointer_sk,
+                    "type": "pointer",
+                    "chain_id": m.chain_id,
+                    "ttl": ttl,
+                }
+            )
+            if new.pointer_expected_chain is None:
+                cond: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+            else:
+                cond = {
+                    "ConditionExpression": "chain_id = :old",
+                    "ExpressionAttributeValues": {":old": to_attr(new.pointer_expected_chain)},
+                }
+            tx.add("pointer", {"Put": {"TableName": table, "Item": pointer_item, **cond}})
+        if new.previous is not None:
+            prev = new.previous
+            tx.add(
+                "previous",
+                {
+                    "Update": {
+                        "TableName": table,
+                        "Key": key(pk, keys.version_sk(prev.memory_id)),
+                        "UpdateExpression": (
+                            "SET #status = :superseded, superseded_by = :mid, updated_at = :now"
+                        ),
+                        "ConditionExpression": "#status IN (:active, :candidate) AND version = :pv",
+                        "ExpressionAttributeNames": {"#status": "status"},
+                        "ExpressionAttributeValues": {
+                            ":superseded": to_attr(MemoryStatus.SUPERSEDED.value),
+                            ":mid": to_attr(m.memory_id),
+                            ":now": to_attr(iso(m.updated_at)),
+                            ":active": to_attr(MemoryStatus.ACTIVE.value),
+                            ":candidate": to_attr(MemoryStatus.CANDIDATE.value),
+                            ":pv": to_attr(prev.version),
+                        },
+                    }
+                },
+            )
+        tx.add("epoch", self._epoch_check(pk, m.subject_epoch))
+        tx.add("audit", self._audit_put(new.audit, new.audit_expires_at))
+        self.db.transact(tx)
+
+    def _epoch_check(self, pk: str, epoch: int) -> dict[str, Any]:
+        check: dict[str, Any] = {
+            "TableName": self.db.names["memory"],
+            "Key": key(pk, keys.SUBJECT_META_SK),
+        }
+        if epoch == 0:
+            check["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            check["ConditionExpression"] = "epoch = :epoch"
+            check["ExpressionAttributeValues"] = {":epoch": to_attr(epoch)}
+        return {"ConditionCheck": check}
+
+    def _audit_put(self, event: AuditEvent, expires_at: datetime) -> dict[str, Any]:
+        return {
+            "Put": {
+                "TableName": self.db.names["audit"],
+                "Item": to_item(
+                    {
+                        "pk": keys.subject_pk(event.tenant_id, event.subject_id),
+                        "sk": f"{iso(event.at)}#{event.event_id}",
+                        "event_id": event.event_id,
+                        "at": iso(event.at),
+                        "action": event.action,
+                        "actor": event.actor,
+                        "tenant_id": event.tenant_id,
+                        "subject_id": event.subject_id,
+                        "memory_id": event.memory_id,
+                        "chain_id": event.chain_id,
+                        "version": event.version,
+                        "deletion_id": event.deletion_id,
+                        "request_id": event.request_id,
+                        "ttl": int(expires_at.timestamp()),
+                    }
+                ),
+            }
+        }
+
+    def _deletion_log_put(self, job: DeletionJob) -> dict[str, Any]:
+        # The deletion log lives apart from the memory table and has no expiry, so that
+        # a memory table restored from backup can have it replayed.
+        return {
+            "Put": {
+                "TableName": self.db.names["audit"],
+                "Item": to_item(
+                    {
+                        "pk": keys.deletion_log_pk(job.tenant_id),
+                        "sk": f"{iso(job.requested_at)}#{job.deletion_id}",
+                        "deletion_id": job.deletion_id,
+                        "tenant_id": job.tenant_id,
+                        "subject_id": job.subject_id,
+                        "scope": job.scope.value,
+                        "target": job.target,
+                        "requested_by": job.requested_by,
+                        "requested_at": iso(job.requested_at),
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def tombstone_chain(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        chain: Chain,
+        deletion_id: str,
+        at: datetime,
+        *,
+        release_pointer: bool,
+        job: DeletionJob | None,
+        audit: AuditEvent | None,
+        audit_expires_at: datetime | None,
+    ) -> None:
+        """Block every version of a chain at once: the head becomes a tombstone (kept without
+        expiry), the current version is marked deleted, and (``release_pointer``) the canonical
+        pointer is released so that the key can start a new chain.
+        With ``job``, the deletion job and its log entry commit in the same transaction."""
+        pk = keys.subject_pk(tenant_id, subject_id)
+        table = self.db.names["memory"]
+        tx = Tx()
+        tx.add(
+            "chain",
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": key(pk, keys.chain_sk(chain.chain_id)),
+                    "UpdateExpression": (
+                        "SET #state = :deleted, deletion_id = :did, updated_at = :now REMOVE #ttl"
+                    ),
+                    "ConditionExpression": "#state = :live AND current_version = :v",
+                    "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
+                    "ExpressionAttributeValues": {
+                        ":deleted": to_attr(TOMBSTONED),
+                        ":did": to_attr(deletion_id),
+                        ":now": to_attr(iso(at)),
+                        ":live": to_attr(LIVE),
+                        ":v": to_attr(chain.current_version),
+                    },
+                }
+            },
+        )
+        tx.add(
+            "current",
+            {
+                "Update": {
+                    "TableName": table,
+                    "Key": key(pk, keys.version_sk(chain.current_memory_id)),
+                    "UpdateExpression": (
+                        "SET #status = :deleted, deletion_id = :did, updated_at = :now"
+                    ),
+                    "ConditionExpression": "attribute_exists(pk)",
+                    "ExpressionAttributeNames": {"#status": "status"},
+                    "ExpressionAttributeValues": {
+                        ":deleted": to_attr(MemoryStatus.DELETED.value),
+                        ":did": to_attr(deletion_id),
+                        ":now": to_attr(iso(at)),
+                    },
+                }
+            },
+        )
+        if release_pointer and chain.pointer_sk:
+            # The caller saw the pointer name this chain; if a newer chain took it since,
+            # the transaction fails and the caller re-reads.
+            tx.add(
+                "pointer",
+                {
+                    "Delete": {
+                        "TableName": table,
+                        "Key": key(pk, chain.pointer_sk),
+                        "ConditionExpression": "chain_id = :cid",
+                        "ExpressionAttributeValues": {":cid": to_attr(chain.chain_id)},
+                    }
+                },
+            )
+        if job is not None:
+            tx.add(
+                "job",
+                {
+                    "Put": {
+                        "TableName": self.db.names["deletions"],
+                        "Item": to_item(job_to_item(job)),
+                        "ConditionExpression": "attribute_not_exists(pk)",
+                    }
+                },
+            )
+            tx.add("log", self._deletion_log_put(job))
+        if audit is not None:
+            assert audit_expires_at is not None
+            tx.add("audit", self._audit_put(audit, audit_expires_at))
+        self.db.transact(tx)
+
+    def retire_subject_epoch(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        epoch: int,
+        job: DeletionJob,
+        audit: AuditEvent,
+        audit_expires_at: datetime,
+    ) -> None:
+        """Forget a subject at once: every memory written under ``epoch`` stops being readable.
+
+        Writes racing with this fail their epoch check and re-read the new epoch."""
+        pk = keys.subject_pk(tenant_id, subject_id)
+        tx = Tx()
+        update: dict[str, Any] = {
+            "TableName": self.db.names["memory"],
+            "Key": key(pk, keys.SUBJECT_META_SK),
+            "UpdateExpression": "SET epoch = :next, forgotten_at = :now, deletion_id = :did, "
+            "#type = :type",
+            "ExpressionAttributeNames": {"#type": "type"},
+            "ExpressionAttributeValues": {
+                ":next": to_attr(epoch + 1),
+                ":now": to_attr(iso(job.requested_at)),
+                ":did": to_attr(job.deletion_id),
+                ":type": to_attr("subject"),
+            },
+        }
+        if epoch == 0:
+            update["ConditionExpression"] = "attribute_not_exists(pk)"
+        else:
+            update["ConditionExpression"] = "epoch = :epoch"
+            update["ExpressionAttributeValues"][":epoch"] = to_attr(epoch)
+        tx.add("epoch", {"Update": update})
+        tx.add(
+            "job",
+            {
+                "Put": {
+                    "TableName": self.db.names["deletions"],
+                    "Item": to_item(job_to_item(job)),
+                    "ConditionExpression": "attribute_not_exists(pk)",
+                }
+            },
+        )
+        tx.add("log", self._deletion_log_put(job))
+        tx.add("audit", self._audit_put(audit, audit_expires_at))
+        self.db.transact(tx)
+
+    def purge_version(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        memory_id: str,
+        chain_id: str,
+        deletion_id: str,
+        at: datetime,
+    ) -> None:
+        """Replace one version of a tombstoned chain by an ids-only tombstone (idempotent).
+
+        Content and every descriptive attribute are gone; the ids stay, so that a retried
+        delete finds its job and a late index event finds the version deleted. A version
+        that no longer exists (expired and removed by TTL) is left absent."""
+        try:
+            self.db.put(
+                "memory",
+                {
+                    "pk": keys.subject_pk(tenant_id, subject_id),
+                    "sk": keys.version_sk(memory_id),
+                    "type": "memory-tombstone",
+                    "memory_id": memory_id,
+                    "chain_id": chain_id,
+                    "status": MemoryStatus.DELETED.value,
+                    "deletion_id": deletion_id,
+                    "purged_at": iso(at),
+                },
+                condition="chain_id = :cid",
+                values={":cid": chain_id},
+            )
+        except TransactionConflict:
+            return  # absent already: nothing to purge
+
+    # -- deletion jobs
+
+    def job(self, tenant_id: str, deletion_id: str) -> DeletionJob | None:
+        item = self.db.get("deletions", keys.deletion_pk(tenant_id, deletion_id), keys.JOB_SK)
+        return job_from_item(item) if item else None
+
+    def set_copy(
+        self,
+        tenant_id: str,
+        deletion_id: str,
+        copy: str,
+        state: CopyState,
+        at: datetime,
+        reason: str | None = None,
+    ) -> None:
+        self.db.update(
+            "deletions",
+            keys.deletion_pk(tenant_id, deletion_id),
+            keys.JOB_SK,
+            "SET copies.#copy = :c",
+            names={"#copy": copy},
+            values={":c": {"status": state.value, "updated_at": iso(at), "reason": reason}},
+        )
+
+    def set_job_state(
+        self,
+        tenant_id: str,
+        deletion_id: str,
+        state: DeletionState,
+        at: datetime,
+    ) -> None:
+        completed = iso(at) if state is DeletionState.COMPLETED else None
+        self.db.update(
+            "deletions",
+            keys.deletion_pk(tenant_id, deletion_id),
+            keys.JOB_SK,
+            "SET #status = :s, completed_at = :c, updated_at = :now",
+            names={"#status": "status"},
+            values={":s": state.value, ":c": completed, ":now": iso(at)},
+        )

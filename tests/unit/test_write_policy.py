@@ -1,0 +1,133 @@
+"""The write policy: secrets refused, personal data classified or refused, consent required."""
+
+from __future__ import annotations
+
+import pytest
+
+from memvault.config import Settings
+from memvault.errors import ConsentRequired, SecretDetected, ValidationFailed
+from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
+from memvault.policy import write_policy
+from memvault.policy.pii import find_pii
+from tests.support.harness import FakeClock
+
+
+def draft(content: str, **overrides: object) -> write_policy.Draft:
+    fields: dict[str, object] = {
+        "content": content,
+        "canonical_key": None,
+        "tags": [],
+        "scope": {},
+        "source": Source(type=SourceType.USER_STATEMENT),
+        "sensitivity": Sensitivity.INTERNAL,
+        "consent": True,
+    }
+    fields.update(overrides)
+    return write_policy.Draft(**fields)  # type: ignore[arg-type]
+
+
+SECRETS = {
+    "aws access key": "deploy with AKIAIOSFODNN7EXAMPLE please",
+    "private key": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEA\n-----END RSA PRIVATE KEY---",
+    "github token": "my token is ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8",
+    "slack token": "bot token xoxb-123456789012-1234567890123-abcdefghijklmnopqrstuvwx",
+    "password in url": "the db is at postgres://admin:hunter2pass@db.internal:5432/app",
+    "keyword assignment": "config has password = 'S3cretPass!' in it",
+}
+
+
+@pytest.mark.parametrize("text", SECRETS.values(), ids=SECRETS.keys())
+def test_credentials_are_refused_with_secret_detected(text: str) -> None:
+    with pytest.raises(SecretDetected) as raised:
+        write_policy.evaluate(draft(text))
+    # The error names the field and the kind of secret, never the secret itself.
+    assert raised.value.details["findings"][0]["field"] == "content"
+    assert text not in str(raised.value.to_body())
+
+
+def test_secrets_are_found_in_tags_scope_and_source_ref_too() -> None:
+    with pytest.raises(SecretDetected) as raised:
+        write_policy.evaluate(
+            draft(
+                "harmless",
+                source=Source(
+                    type=SourceType.TOOL_RESULT, ref="https://bob:pa55word99@example.com/x"
+                ),
+            )
+        )
+    assert raised.value.details["findings"][0]["field"] == "source.ref"
+
+
+def test_declared_secret_sensitivity_is_refused_even_with_consent() -> None:
+    with pytest.raises(SecretDetected):
+        write_policy.evaluate(draft("a plain sentence", sensitivity=Sensitivity.SECRET))
+
+
+def test_secret_is_refused_before_consent_is_considered() -> None:
+    with pytest.raises(SecretDetected):
+        write_policy.evaluate(draft(SECRETS["aws access key"], consent=False))
+
+
+PII = {
+    "email": "reach me at li.wei@example.com",
+    "phone, international": "call +1 415-555-2671 after six",
+    "phone, PRC mobile": "我的手机号是 13812345678",
+    "card number": "card 4111 1111 1111 1111 expires soon",
+    "US SSN": "ssn 123-45-6789",
+    "PRC resident id": "身份证 11010519491231002X",
+}
+
+
+@pytest.mark.parametrize("text", PII.values(), ids=PII.keys())
+def test_personal_data_without_consent_is_refused(text: str) -> None:
+    with pytest.raises(ConsentRequired) as raised:
+        write_policy.evaluate(draft(text, consent=False))
+    assert raised.value.details["reason"] == "pii"
+
+
+@pytest.mark.parametrize("text", PII.values(), ids=PII.keys())
+def test_personal_data_with_consent_is_classified_pii(text: str) -> None:
+    decision = write_policy.evaluate(draft(text, sensitivity=Sensitivity.PUBLIC))
+    assert decision.sensitivity is Sensitivity.PII
+    assert decision.pii_types
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Python 3.11.7 was released on 2023-12-04",
+        "order 12345 shipped in 3 boxes",
+        "prefers Chinese for internal docs and English for external API docs",
+        "card 4111 1111 1111 1112 fails the Luhn check",
+        "身份证格式示例 110105194912310021 校验位错误",
+    ],
+)
+def test_ordinary_text_is_not_classified_as_personal_data(text: str) -> None:
+    assert find_pii([("content", text)]) == []
+
+
+def test_long_term_memory_requires_consent() -> None:
+    with pytest.raises(ConsentRequired) as raised:
+        write_policy.evaluate(draft("prefers dark mode", consent=False))
+    assert raised.value.details["reason"] == "long_term_memory"
+
+
+def test_model_inferred_memories_start_as_candidates() -> None:
+    inferred = Source(type=SourceType.MODEL_INFERRED, ref="run-9")
+    assert (
+        write_policy.evaluate(draft("likes tea", source=inferred)).status is MemoryStatus.CANDIDATE
+    )
+    confirmed = write_policy.evaluate(draft("likes tea", source=inferred, confirmed=True))
+    assert confirmed.status is MemoryStatus.ACTIVE
+    stated = write_policy.evaluate(draft("likes tea"))
+    assert stated.status is MemoryStatus.ACTIVE
+
+
+def test_lifetime_beyond_the_deployment_maximum_is_refused() -> None:
+    settings = Settings(max_ttl_seconds=86_400, default_ttl_seconds=3600)
+    now = FakeClock().now()
+    assert (write_policy.expiry(now, None, settings) - now).total_seconds() == 3600
+    assert (write_policy.expiry(now, 86_400, settings) - now).total_seconds() == 86_400
+    with pytest.raises(ValidationFailed) as raised:
+        write_policy.expiry(now, 86_401, settings)
+    assert raised.value.details == {"field": "ttl_seconds", "max": 86_400}
