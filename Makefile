@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit lint format typecheck clean
+.PHONY: help install run test unit lint format typecheck synth clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,6 +35,10 @@ typecheck: $(STAMP) ## mypy (strict, pydantic plugin)
 unit: $(STAMP) ## the pytest suite alone
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; rc=0; fi; exit $$rc
+
+synth: $(STAMP) ## synthesize the CloudFormation template into cdk.out/ (no AWS account needed)
+	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out $(BIN)/python -m infra.app
+	@ls cdk.out/*.template.json
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
 

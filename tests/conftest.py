@@ -18,6 +18,9 @@ for _name, _value in {
 }.items():
     os.environ[_name] = _value
 os.environ.pop("AWS_PROFILE", None)
+# Node 20 works for jsii (the CDK's runtime) but prints an end-of-life banner.
+os.environ.setdefault("JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION", "1")
+os.environ.setdefault("JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION", "20")
 
 
 @pytest.fixture

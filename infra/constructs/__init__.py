@@ -1,0 +1,1 @@
+"""One construct per file; the stack only composes them."""
