@@ -18,8 +18,8 @@ $(STAMP): pyproject.toml
 
 install: $(STAMP) ## create .venv and install memvault with its development tools
 
-run: $(STAMP) ## run memvault locally on the embedded store (no AWS account needed)
-	$(BIN)/memvault demo
+run: $(STAMP) ## run the local stack: the HTTP API on 127.0.0.1:8787 over moto (no AWS account)
+	$(BIN)/memvault run
 
 lint: $(STAMP) ## ruff lint and format check
 	$(BIN)/ruff check .

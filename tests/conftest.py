@@ -47,3 +47,13 @@ def service(env: tuple[MemoryService, object, FakeClock]) -> MemoryService:
 @pytest.fixture
 def ddb(env: tuple[MemoryService, object, FakeClock]) -> object:
     return env[1]
+
+
+@pytest.fixture
+def api(service: MemoryService) -> Iterator[MemoryService]:
+    """The HTTP handlers, serving with a moto-backed service."""
+    from memvault.api.deps import deps
+
+    deps.use(service)
+    yield service
+    deps.use(None)

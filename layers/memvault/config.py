@@ -34,6 +34,19 @@ class Settings(BaseSettings):
     #: Longest version chain kept for one fact (the chain item lists every version id).
     max_versions_per_chain: int = Field(default=1000, ge=2, le=5000)
 
+    #: Token verification (RS256): the issuer's JWKS address, expected issuer and audience.
+    jwks_url: str | None = None
+    jwt_issuer: str | None = None
+    jwt_audience: str = "memvault"
+    #: Clock skew tolerated on ``exp``/``nbf``/``iat``; bounded so that expiry stays real.
+    jwt_leeway_seconds: int = Field(default=60, ge=0, le=300)
+    #: How long fetched signing keys are kept before the JWKS is read again.
+    jwks_cache_seconds: int = Field(default=300, ge=0, le=86_400)
+    #: Silo deployments: the one tenant this stack serves (direct invocation may omit a token).
+    silo_tenant_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$")
+    #: Largest request body accepted, in bytes (413 ``payload_too_large`` beyond).
+    max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=6 * 1024 * 1024)
+
     @model_validator(mode="after")
     def _default_within_max(self) -> Settings:
         if self.default_ttl_seconds > self.max_ttl_seconds:

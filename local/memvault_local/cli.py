@@ -1,12 +1,216 @@
-"""The ``memvault`` command."""
+"""The ``memvault`` command: the local stack, dev tokens, and the memory operations."""
 
 from __future__ import annotations
 
 import argparse
+import json
 import logging
+import os
 import sys
+import uuid
+from collections.abc import Callable
+from typing import Any
+from urllib.parse import urlparse
 
 from memvault import __version__
+
+DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
+Command = Callable[[argparse.Namespace], int]
+
+
+# ---------------------------------------------------------------------------- output
+
+
+def _print_memory(m: dict[str, Any]) -> None:
+    key = f" [{m['canonical_key']}]" if m.get("canonical_key") else ""
+    print(
+        f"{m['memory_id']}  v{m['version']} {m['status']}  {m['kind']}{key}  "
+        f"{m['sensitivity']}  expires {m['expires_at']}"
+    )
+    print(f"    {m['content']}")
+
+
+def _print_deletion(d: dict[str, Any]) -> None:
+    print(
+        f"{d['deletion_id']}  {d['status']}  ({d['scope']} of {d['subject_id']}, "
+        f"requested {d['requested_at']})"
+    )
+    for c in d["copies"]:
+        reason = f"  - {c['reason']}" if c.get("reason") else ""
+        print(f"    {c['copy']:<12} {c['status']}{reason}")
+
+
+def _show(args: argparse.Namespace, response: Any, render: Callable[[Any], None]) -> int:
+    if not response.ok:
+        error = (response.body or {}).get("error", {})
+        if args.json:
+            print(json.dumps(response.body, indent=2, ensure_ascii=False))
+        else:
+            print(
+                f"error: {error.get('code', response.status)} ({response.status}): "
+                f"{error.get('message', '')}",
+                file=sys.stderr,
+            )
+        return 1
+    if args.json:
+        print(json.dumps(response.body, indent=2, ensure_ascii=False))
+    else:
+        render(response.body)
+    return 0
+
+
+# ---------------------------------------------------------------------------- client
+
+
+def _client(args: argparse.Namespace) -> Any:
+    from memvault_local.client import ApiClient
+
+    token = args.token or os.environ.get("MEMVAULT_TOKEN")
+    if not token and urlparse(args.endpoint).hostname in ("127.0.0.1", "localhost"):
+        from memvault_local.devkeys import DevKey
+
+        # Against the local stack, a dev token for the named subject is minted on the fly.
+        token = DevKey.load_or_create().mint(
+            tenant=args.tenant,
+            subject=getattr(args, "subject", None),
+            scope="memory:read memory:write memory:delete subjects:any",
+            max_sensitivity="pii",
+        )
+    return ApiClient(args.endpoint, token)
+
+
+def _memories(subject: str) -> str:
+    return f"/v1/subjects/{subject}/memories"
+
+
+def cmd_write(args: argparse.Namespace) -> int:
+    body: dict[str, Any] = {
+        "request_id": args.request_id or f"cli-{uuid.uuid4().hex}",
+        "kind": args.kind,
+        "content": args.content,
+        "tags": args.tag,
+        "scope": dict(pair.split("=", 1) for pair in args.scope),
+        "source": {"type": args.source_type, "ref": args.source_ref},
+        "sensitivity": args.sensitivity,
+        "consent": args.consent,
+        "visibility": args.visibility,
+    }
+    for field, value in (
+        ("canonical_key", args.key),
+        ("ttl_seconds", args.ttl),
+        ("confidence", args.confidence),
+    ):
+        if value is not None:
+            body[field] = value
+    if body["source"]["ref"] is None:
+        del body["source"]["ref"]
+    response = _client(args).call("POST", _memories(args.subject), body=body)
+    return _show(args, response, _print_memory)
+
+
+def cmd_get(args: argparse.Namespace) -> int:
+    response = _client(args).call("GET", f"{_memories(args.subject)}/{args.memory_id}")
+    return _show(args, response, _print_memory)
+
+
+def cmd_list(args: argparse.Namespace) -> int:
+    response = _client(args).call(
+        "GET",
+        _memories(args.subject),
+        query={
+            "kind": args.kind,
+            "canonical_key": args.key,
+            "tag": args.tag,
+            "status": args.status,
+            "limit": args.limit,
+            "next_token": args.next_token,
+        },
+    )
+
+    def render(body: dict[str, Any]) -> None:
+        for m in body["items"]:
+            _print_memory(m)
+        print(
+            f"({len(body['items'])} shown"
+            + (f"; more with --next-token {body['next_token']})" if body.get("next_token") else ")")
+        )
+
+    return _show(args, response, render)
+
+
+def cmd_history(args: argparse.Namespace) -> int:
+    response = _client(args).call("GET", f"{_memories(args.subject)}/{args.memory_id}/history")
+
+    def render(body: dict[str, Any]) -> None:
+        for m in body["versions"]:
+            _print_memory(m)
+
+    return _show(args, response, render)
+
+
+def cmd_delete(args: argparse.Namespace) -> int:
+    response = _client(args).call("DELETE", f"{_memories(args.subject)}/{args.memory_id}")
+    return _show(args, response, _print_deletion)
+
+
+def cmd_forget(args: argparse.Namespace) -> int:
+    response = _client(args).call("DELETE", _memories(args.subject))
+    return _show(args, response, _print_deletion)
+
+
+def cmd_export(args: argparse.Namespace) -> int:
+    response = _client(args).call("GET", f"/v1/subjects/{args.subject}/export")
+
+    def render(body: dict[str, Any]) -> None:
+        print(
+            f"export of {body['subject_id']} at {body['exported_at']}: "
+            f"{len(body['memories'])} versions"
+        )
+        for m in body["memories"]:
+            _print_memory(m)
+
+    return _show(args, response, render)
+
+
+def cmd_deletion_status(args: argparse.Namespace) -> int:
+    response = _client(args).call("GET", f"/v1/deletions/{args.deletion_id}")
+    return _show(args, response, _print_deletion)
+
+
+# ----------------------------------------------------------------------- local only
+
+
+def cmd_run(args: argparse.Namespace) -> int:
+    from memvault_local.stack import StackOptions, run
+
+    return run(StackOptions(host=args.host, port=args.port), sys.stdout)
+
+
+def cmd_dev_token(args: argparse.Namespace) -> int:
+    from memvault_local.devkeys import DevKey
+
+    print(
+        DevKey.load_or_create().mint(
+            tenant=args.tenant,
+            subject=args.subject,
+            scope=args.scope,
+            agent_role=args.agent_role,
+            max_sensitivity=args.max_sensitivity,
+            ttl=args.ttl,
+            sub=args.sub,
+        )
+    )
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from memvault_local import demo
+
+    logging.getLogger("memvault").setLevel(logging.WARNING)
+    return demo.main(sys.stdout)
+
+
+# --------------------------------------------------------------------------- parser
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -15,21 +219,87 @@ def _parser() -> argparse.ArgumentParser:
     )
     parser.add_argument("--version", action="version", version=f"memvault {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
-    commands.add_parser(
-        "demo", help="walk through the memory service on the embedded store (no AWS needed)"
+
+    run = commands.add_parser("run", help="run the local stack (what `make run` does)")
+    run.add_argument("--host", default=os.environ.get("MEMVAULT_HOST", "127.0.0.1"))
+    run.add_argument("--port", type=int, default=int(os.environ.get("MEMVAULT_PORT", "8787")))
+    run.set_defaults(func=cmd_run)
+
+    tok = commands.add_parser("dev-token", help="mint a token that the local stack accepts")
+    tok.add_argument("--tenant", required=True)
+    tok.add_argument("--subject")
+    tok.add_argument("--scope", default="memory:read memory:write memory:delete")
+    tok.add_argument("--agent-role")
+    tok.add_argument("--max-sensitivity", choices=["public", "internal", "pii"])
+    tok.add_argument("--ttl", type=int, default=3600, help="lifetime in seconds")
+    tok.add_argument("--sub", help="the calling principal (default: derived from the subject)")
+    tok.set_defaults(func=cmd_dev_token)
+
+    commands.add_parser("demo", help="a narrated walk through the rules, in-process").set_defaults(
+        func=cmd_demo
     )
+
+    def api_command(
+        name: str, help_text: str, func: Command, *positionals: str
+    ) -> argparse.ArgumentParser:
+        sub = commands.add_parser(name, help=help_text)
+        for positional in positionals:
+            sub.add_argument(positional)
+        sub.add_argument(
+            "--endpoint", default=os.environ.get("MEMVAULT_ENDPOINT", DEFAULT_ENDPOINT)
+        )
+        sub.add_argument(
+            "--token",
+            help="bearer token (default: $MEMVAULT_TOKEN; against the "
+            "local stack a dev token is minted)",
+        )
+        sub.add_argument("--tenant", default="local", help="tenant of a minted dev token")
+        sub.add_argument("--json", action="store_true", help="print the raw JSON answer")
+        sub.set_defaults(func=func)
+        return sub
+
+    write = api_command("write", "write a memory", cmd_write, "subject", "content")
+    write.add_argument("--kind", default="semantic", choices=["episodic", "semantic", "procedural"])
+    write.add_argument("--key", help="canonical key of the fact")
+    write.add_argument("--tag", action="append", default=[])
+    write.add_argument("--scope", action="append", default=[], metavar="KEY=VALUE")
+    write.add_argument("--source-type", default="user_statement")
+    write.add_argument("--source-ref")
+    write.add_argument("--sensitivity", default="internal")
+    write.add_argument("--consent", action="store_true", help="the subject consented")
+    write.add_argument("--ttl", type=int, help="lifetime in seconds")
+    write.add_argument("--confidence", type=float)
+    write.add_argument("--visibility", action="append", default=[], metavar="AGENT_ROLE")
+    write.add_argument("--request-id", help="idempotency key (default: a new one)")
+
+    api_command("get", "the current version of a memory", cmd_get, "subject", "memory_id")
+    lst = api_command("list", "list a subject's current memories", cmd_list, "subject")
+    lst.add_argument("--kind")
+    lst.add_argument("--key")
+    lst.add_argument("--tag")
+    lst.add_argument("--status", choices=["active", "candidate"])
+    lst.add_argument("--limit", type=int)
+    lst.add_argument("--next-token")
+    api_command("history", "every version of a memory", cmd_history, "subject", "memory_id")
+    api_command("delete", "delete a memory", cmd_delete, "subject", "memory_id")
+    api_command("forget", "forget a subject: every memory of theirs", cmd_forget, "subject")
+    api_command("export", "everything held about a subject", cmd_export, "subject")
+    api_command("deletion-status", "is it gone, copy by copy", cmd_deletion_status, "deletion_id")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
-    if args.command == "demo":
-        from memvault_local import demo
-
-        # The demo narrates; the service's structured logs would only add noise here.
-        logging.getLogger("memvault").setLevel(logging.WARNING)
-        return demo.main(sys.stdout)
-    return 2
+    try:
+        code: int = args.func(args)
+    except (ConnectionError, OSError) as err:
+        print(
+            f"error: could not reach {getattr(args, 'endpoint', 'the endpoint')}: {err}. "
+            "Is the local stack running (make run)?",
+            file=sys.stderr,
+        )
+        return 2
+    return code
 
 
 if __name__ == "__main__":

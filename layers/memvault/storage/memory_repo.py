@@ -232,6 +232,14 @@ class MemoryRepository:
 
     # -- reads
 
+    def reachable(self) -> bool:
+        """Whether the memory table answers (health checks)."""
+        try:
+            self.db.client.describe_table(TableName=self.db.names["memory"])
+        except Exception:
+            return False
+        return True
+
     def subject_epoch(self, tenant_id: str, subject_id: str) -> int:
         item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
         return int(item["epoch"]) if item else 0

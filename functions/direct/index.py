@@ -1,0 +1,22 @@
+"""Lambda entry point for direct invocation by agent runtimes (no API Gateway)."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from memvault.api.app import lambda_handler
+from memvault.api.direct import handle_direct
+from memvault.config import get_settings
+from memvault.identity.tokens import TokenVerifier
+
+
+@lru_cache(maxsize=1)
+def _verifier() -> TokenVerifier:
+    return TokenVerifier.from_settings(get_settings())
+
+
+def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+    return handle_direct(
+        event, context, settings=get_settings(), verifier=_verifier, api=lambda_handler
+    )

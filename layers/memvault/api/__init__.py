@@ -1,0 +1,1 @@
+"""The HTTP API (API.md) on Powertools' REST resolver: routes, identity, error mapping."""

@@ -1,0 +1,63 @@
+"""The one place where failures become HTTP answers (API.md, Errors)."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
+
+from memvault.api.schemas import ErrorBody
+from memvault.errors import ALL_ERRORS, InternalError, MemvaultError, ValidationFailed
+
+
+def error_response(err: MemvaultError, headers: dict[str, str] | None = None) -> Response[Any]:
+    return Response(
+        status_code=err.status,
+        content_type="application/json",
+        body=json.dumps(err.to_body()),
+        headers=headers or {},
+    )
+
+
+def validation_response(errors: list[dict[str, Any]]) -> Response[Any]:
+    # Input values are left out: they may hold memory content or a credential.
+    problems = [
+        {
+            "location": ".".join(str(p) for p in e.get("loc", ())),
+            "problem": e.get("msg", ""),
+            "type": e.get("type", ""),
+        }
+        for e in errors
+    ]
+    where = ", ".join(p["location"] for p in problems[:5]) or "the request"
+    return error_response(
+        ValidationFailed(
+            f"the request does not match the API contract at: {where}", {"errors": problems}
+        )
+    )
+
+
+def internal_response(correlation_id: str | None) -> Response[Any]:
+    return error_response(
+        InternalError(
+            "an unexpected error occurred; quote the correlation id when reporting it",
+            {"correlation_id": correlation_id},
+        )
+    )
+
+
+def documented(status: int, model: Any, *errors: int) -> dict[int, OpenAPIResponse]:
+    """OpenAPI entries: the success answer and its model, the error answers a route can give,
+    and those every protected route can give."""
+    codes = sorted({*errors, 401, 413, 422, 429, 500})
+    responses: dict[int, OpenAPIResponse] = {
+        status: {"description": "success", "content": {"application/json": {"model": model}}}
+    }
+    for code in codes:
+        responses[code] = {
+            "description": ", ".join(c.code for c in ALL_ERRORS if c.status == code),
+            "content": {"application/json": {"model": ErrorBody}},
+        }
+    return responses

@@ -1,0 +1,139 @@
+"""``/v1/subjects/{subject_id}/memories`` and the subject-wide export and forget."""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Query
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from memvault.api.access import caller
+from memvault.api.deps import deps
+from memvault.api.errors import documented
+from memvault.api.routes.params import MemoryPath, SubjectPath
+from memvault.api.schemas import DeletionOut, ExportOut, HistoryOut, MemoryListOut, MemoryOut
+from memvault.models.memory import MemoryKind, MemoryPatch, MemoryWrite
+from memvault.observability import metrics
+
+router = APIGatewayRouter()
+BASE = "/v1/subjects/<subject_id>/memories"
+TAGS = ["memories"]
+
+
+@router.post(
+    BASE,
+    status_code=201,
+    summary="Write a memory (scope memory:write)",
+    description="A replay of the same request_id and payload returns the first result with "
+    "the header Idempotent-Replay: true.",
+    responses=documented(201, MemoryOut, 403, 404, 409),
+    tags=TAGS,
+)
+def write_memory(subject_id: SubjectPath, body: MemoryWrite) -> Response[MemoryOut]:
+    result = deps.service().write(caller(router.current_event), subject_id, body)
+    if result.created:
+        metrics.add_metric(name="MemoryWritten", unit="Count", value=1)
+    return Response(
+        status_code=201,
+        content_type="application/json",
+        body=MemoryOut.of(result.memory),
+        headers={"Idempotent-Replay": "false" if result.created else "true"},
+    )
+
+
+@router.get(
+    BASE,
+    summary="List current memories (scope memory:read)",
+    responses=documented(200, MemoryListOut, 403),
+    tags=TAGS,
+)
+def list_memories(
+    subject_id: SubjectPath,
+    kind: Annotated[MemoryKind | None, Query()] = None,
+    canonical_key: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
+    tag: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    status: Annotated[Literal["active", "candidate"] | None, Query()] = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> MemoryListOut:
+    page = deps.service().list_memories(
+        caller(router.current_event),
+        subject_id,
+        kind=kind.value if kind else None,
+        canonical_key=canonical_key,
+        tag=tag,
+        status=status,
+        limit=limit,
+        next_token=next_token,
+    )
+    return MemoryListOut(items=[MemoryOut.of(m) for m in page.items], next_token=page.next_token)
+
+
+@router.get(
+    f"{BASE}/<memory_id>",
+    summary="The current version of a memory (scope memory:read)",
+    responses=documented(200, MemoryOut, 403, 404),
+    tags=TAGS,
+)
+def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
+    return MemoryOut.of(deps.service().get(caller(router.current_event), subject_id, memory_id))
+
+
+@router.patch(
+    f"{BASE}/<memory_id>",
+    summary="Correct a memory: a new version at expected_version + 1 (scope memory:write)",
+    responses=documented(200, MemoryOut, 403, 404, 409),
+    tags=TAGS,
+)
+def correct_memory(subject_id: SubjectPath, memory_id: MemoryPath, body: MemoryPatch) -> MemoryOut:
+    memory = deps.service().correct(caller(router.current_event), subject_id, memory_id, body)
+    return MemoryOut.of(memory)
+
+
+@router.get(
+    f"{BASE}/<memory_id>/history",
+    summary="Every held version of a memory, oldest first (scope memory:read)",
+    responses=documented(200, HistoryOut, 403, 404),
+    tags=TAGS,
+)
+def memory_history(subject_id: SubjectPath, memory_id: MemoryPath) -> HistoryOut:
+    versions = deps.service().history(caller(router.current_event), subject_id, memory_id)
+    return HistoryOut(memory_id=memory_id, versions=[MemoryOut.of(m) for m in versions])
+
+
+@router.delete(
+    f"{BASE}/<memory_id>",
+    status_code=202,
+    summary="Delete a memory: unreadable at once, then purged copy by copy (scope memory:delete)",
+    responses=documented(202, DeletionOut, 403, 404, 409),
+    tags=TAGS,
+)
+def delete_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> DeletionOut:
+    job = deps.service().delete(caller(router.current_event), subject_id, memory_id)
+    metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
+    return DeletionOut.of(job)
+
+
+@router.delete(
+    BASE,
+    status_code=202,
+    summary="Forget the subject: every memory of theirs (scope memory:delete)",
+    responses=documented(202, DeletionOut, 403, 409),
+    tags=TAGS,
+)
+def forget_subject(subject_id: SubjectPath) -> DeletionOut:
+    job = deps.service().forget(caller(router.current_event), subject_id)
+    metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
+    return DeletionOut.of(job)
+
+
+@router.get(
+    "/v1/subjects/<subject_id>/export",
+    summary="Everything held about the subject that the caller may read (scope memory:read)",
+    responses=documented(200, ExportOut, 403),
+    tags=["subjects"],
+)
+def export_subject(subject_id: SubjectPath) -> ExportOut:
+    exported = deps.service().export(caller(router.current_event), subject_id)
+    return ExportOut.model_validate(exported)

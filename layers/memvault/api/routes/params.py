@@ -1,0 +1,15 @@
+"""Path parameter types, validated as the domain's id types are."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from aws_lambda_powertools.event_handler.openapi.params import Path
+
+NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$"
+
+SubjectPath = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="the subject")
+]
+MemoryPath = Annotated[str, Path(pattern=r"^mem_[0-9a-f]{32}$", description="a memory version id")]
+DeletionPath = Annotated[str, Path(pattern=r"^del_[0-9a-f]{32}$", description="a deletion job id")]

@@ -1,0 +1,117 @@
+"""Response models of the HTTP API (request bodies are the domain commands themselves)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvault.models.memory import (
+    CopyState,
+    DeletionJob,
+    DeletionScope,
+    DeletionState,
+    IndexStatus,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Sensitivity,
+    Source,
+)
+
+
+class ErrorDetail(BaseModel):
+    code: str
+    message: str
+    details: dict[str, Any] = Field(default_factory=dict)
+
+
+class ErrorBody(BaseModel):
+    error: ErrorDetail
+
+
+class MemoryOut(BaseModel):
+    model_config = ConfigDict(from_attributes=True)
+
+    memory_id: str
+    subject_id: str
+    kind: MemoryKind
+    canonical_key: str | None
+    content: str
+    tags: list[str]
+    scope: dict[str, str]
+    source: Source
+    sensitivity: Sensitivity
+    confidence: float | None
+    visibility: list[str]
+    status: MemoryStatus
+    version: int
+    supersedes_id: str | None
+    valid_from: datetime
+    created_at: datetime
+    updated_at: datetime
+    expires_at: datetime
+    index_status: IndexStatus
+    embedding_model: str | None
+    artifact_id: str | None
+
+    @classmethod
+    def of(cls, memory: Memory) -> MemoryOut:
+        return cls.model_validate(memory)
+
+
+class MemoryListOut(BaseModel):
+    items: list[MemoryOut]
+    next_token: str | None
+
+
+class HistoryOut(BaseModel):
+    memory_id: str
+    versions: list[MemoryOut]
+
+
+class ExportOut(BaseModel):
+    subject_id: str
+    exported_at: str
+    memories: list[MemoryOut]
+
+
+class CopyOut(BaseModel):
+    copy_: str = Field(alias="copy", serialization_alias="copy")
+    status: CopyState
+    updated_at: datetime
+    reason: str | None
+
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+
+
+class DeletionOut(BaseModel):
+    deletion_id: str
+    subject_id: str
+    scope: DeletionScope
+    status: DeletionState
+    requested_at: datetime
+    completed_at: datetime | None
+    copies: list[CopyOut]
+
+    @classmethod
+    def of(cls, job: DeletionJob) -> DeletionOut:
+        return cls(
+            deletion_id=job.deletion_id,
+            subject_id=job.subject_id,
+            scope=job.scope,
+            status=job.status,
+            requested_at=job.requested_at,
+            completed_at=job.completed_at,
+            copies=[
+                CopyOut(copy_=c.name, status=c.status, updated_at=c.updated_at, reason=c.reason)
+                for c in job.copies
+            ],
+        )
+
+
+class HealthOut(BaseModel):
+    status: str
+    version: str
+    dependencies: dict[str, str]

@@ -1,0 +1,1 @@
+"""Verified identity: tokens in, an ``AccessContext`` out. Nothing else creates one."""

@@ -1,0 +1,64 @@
+"""The local stand-in for API Gateway: a WSGI app that verifies the bearer token (as the
+Lambda authorizer does), builds the same proxy event, and calls the same handler."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from werkzeug.wrappers import Request, Response
+
+from memvault.api.events import LocalLambdaContext, proxy_event
+from memvault.api.routes.health import PUBLIC_PATHS
+from memvault.errors import MemvaultError, PayloadTooLarge, Unauthorized
+from memvault.identity.tokens import TokenVerifier, bearer_token
+
+#: API Gateway's own payload limit; the handler enforces memvault's smaller one.
+GATEWAY_MAX_BODY = 10 * 1024 * 1024
+
+Handler = Callable[[dict[str, Any], Any], dict[str, Any]]
+
+
+def _error(err: MemvaultError, headers: dict[str, str] | None = None) -> Response:
+    return Response(
+        json.dumps(err.to_body()),
+        status=err.status,
+        content_type="application/json",
+        headers=headers,
+    )
+
+
+class ApiGatewayAdapter:
+    def __init__(self, verifier: TokenVerifier, handler: Handler) -> None:
+        self.verifier = verifier
+        self.handler = handler
+
+    def __call__(self, environ: dict[str, Any], start_response: Any) -> Iterable[bytes]:
+        response = self.respond(Request(environ))
+        return response(environ, start_response)
+
+    def respond(self, request: Request) -> Response:
+        if (request.content_length or 0) > GATEWAY_MAX_BODY:
+            return _error(PayloadTooLarge("the request body is over API Gateway's 10 MB limit"))
+        claims = None
+        if request.path not in PUBLIC_PATHS:
+            try:
+                claims = self.verifier.verify(bearer_token(request.headers.get("Authorization")))
+            except Unauthorized as err:
+                return _error(err, {"WWW-Authenticate": "Bearer"})
+        body = request.get_data(as_text=True) or None
+        event = proxy_event(
+            request.method,
+            request.path,
+            claims=claims,
+            body=body,
+            query=dict(request.args.items()) or None,
+            headers=dict(request.headers.items()),
+            source_ip=request.remote_addr or "127.0.0.1",
+        )
+        out = self.handler(event, LocalLambdaContext())
+        headers: dict[str, str] = dict(out.get("headers") or {})
+        for name, values in (out.get("multiValueHeaders") or {}).items():
+            headers[name] = ", ".join(values)
+        return Response(out.get("body") or "", status=out["statusCode"], headers=headers)

@@ -1,0 +1,130 @@
+"""Identity: RS256 tokens verified against the issuer's JWKS (fetched over HTTP, cached),
+clock skew bounded; the authorizer passes verified claims on and nothing else."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import jwt
+import pytest
+
+from memvault.config import Settings
+from memvault.errors import Unauthorized
+from memvault.identity.authorizer import AuthorizerHandler, authorize
+from memvault.identity.tokens import TokenVerifier
+from memvault.models.access import Scope
+from tests.support.api import invoke, load_event, memory_body
+from tests.support.issuer import AUDIENCE, ISSUER, Issuer, serve_jwks
+
+
+@pytest.fixture(scope="module")
+def issuer() -> Issuer:
+    return Issuer()
+
+
+@pytest.fixture
+def verifier(issuer: Issuer) -> Iterator[TokenVerifier]:
+    with serve_jwks(issuer) as url:
+        yield TokenVerifier.from_settings(
+            Settings(jwks_url=url, jwt_issuer=ISSUER, jwt_audience=AUDIENCE, jwt_leeway_seconds=60)
+        )
+
+
+def test_a_valid_token_becomes_an_access_context(verifier: TokenVerifier, issuer: Issuer) -> None:
+    token = issuer.token(
+        agent_role="writer", max_sensitivity="pii", scope="memory:read subjects:any unknown:scope"
+    )
+    ctx = verifier.verify(token).access_context()
+    assert (ctx.tenant_id, ctx.subject_id, ctx.principal) == ("acme", "u-1", "agent-client-1")
+    assert ctx.scopes == frozenset({Scope.MEMORY_READ, Scope.SUBJECTS_ANY})
+    assert (ctx.agent_role, ctx.max_sensitivity.value) == ("writer", "pii")
+
+
+def test_signing_keys_are_fetched_once_and_cached(verifier: TokenVerifier, issuer: Issuer) -> None:
+    before = issuer.fetches
+    for _ in range(5):
+        verifier.verify(issuer.token())
+    assert issuer.fetches - before == 1
+
+
+def test_clock_skew_is_tolerated_only_within_the_leeway(
+    verifier: TokenVerifier, issuer: Issuer
+) -> None:
+    verifier.verify(issuer.token(lifetime=600, issued_ago=630))  # expired 30 s ago
+    with pytest.raises(Unauthorized, match="expired"):
+        verifier.verify(issuer.token(lifetime=600, issued_ago=700))  # 100 s ago
+
+
+def test_leeway_cannot_be_configured_beyond_five_minutes() -> None:
+    with pytest.raises(ValueError, match="jwt_leeway_seconds"):
+        Settings(jwt_leeway_seconds=3600)
+
+
+BAD = {
+    "signed by another key": lambda i: Issuer(kid=i.kid).token(),
+    "unknown key id": lambda i: Issuer(kid="other").token(),
+    "wrong audience": lambda i: i.token(aud="someone-else"),
+    "wrong issuer": lambda i: i.token(iss="https://evil.test"),
+    "no expiry": lambda i: i.token(drop=("exp",)),
+    "no tenant": lambda i: i.token(drop=("tenant_id",)),
+    "malformed tenant": lambda i: i.token(tenant_id="a#b"),
+    "secret clearance": lambda i: i.token(max_sensitivity="secret"),
+    "HS256 with the public key": lambda i: jwt.encode(
+        {"sub": "x", "tenant_id": "acme"}, "shared-secret-of-32-bytes-or-more!!", algorithm="HS256"
+    ),
+    "unsigned": lambda i: jwt.encode({"sub": "x", "tenant_id": "acme"}, None, algorithm="none"),
+    "garbage": lambda i: "not.a.jwt",
+}
+
+
+@pytest.mark.parametrize("make", BAD.values(), ids=BAD.keys())
+def test_bad_tokens_are_unauthorized(verifier: TokenVerifier, issuer: Issuer, make: object) -> None:
+    token = make(issuer)  # type: ignore[operator]
+    with pytest.raises(Unauthorized):
+        verifier.verify(token)
+
+
+def test_the_authorizer_allows_with_the_verified_claims_as_context(
+    verifier: TokenVerifier, issuer: Issuer
+) -> None:
+    event = load_event("authorizer_token.json")
+    event["authorizationToken"] = f"Bearer {issuer.token(agent_role='writer')}"
+    policy = authorize(event, verifier)
+    assert policy["principalId"] == "agent-client-1"
+    assert policy["context"]["tenant_id"] == "acme"
+    assert policy["context"]["scope"] == "memory:read memory:write memory:delete"
+    statement = policy["policyDocument"]["Statement"][0]
+    assert statement["Effect"] == "Allow"
+    assert statement["Resource"] == ["arn:aws:execute-api:eu-west-1:123456789012:abc123/prod/*/*"]
+
+
+@pytest.mark.parametrize("header", ["", "Basic abc", "Bearer ", "Bearer not.a.jwt"])
+def test_the_authorizer_answers_unauthorized_for_a_bad_header(
+    verifier: TokenVerifier, header: str
+) -> None:
+    handler = AuthorizerHandler(lambda: verifier)
+    event = {**load_event("authorizer_token.json"), "authorizationToken": header}
+    with pytest.raises(Exception, match=r"^Unauthorized$"):
+        handler(event, None)
+
+
+@pytest.mark.usefixtures("api")
+def test_the_authorizers_context_is_what_the_handler_trusts(
+    verifier: TokenVerifier, issuer: Issuer
+) -> None:
+    """Token → authorizer → API Gateway event → handler, with nothing of ours mocked."""
+    event = load_event("authorizer_token.json")
+    event["authorizationToken"] = f"Bearer {issuer.token(subject_id='u-42')}"
+    policy = authorize(event, verifier)
+    request = load_event("api_write_memory.json")
+    request["requestContext"]["authorizer"] = {
+        "principalId": policy["principalId"],
+        "integrationLatency": 12,
+        **policy["context"],
+    }
+    import json
+
+    request["body"] = json.dumps(memory_body())
+    answer = invoke(request)
+    assert answer.status == 201
+    assert answer.body["subject_id"] == "u-42"

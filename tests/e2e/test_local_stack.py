@@ -1,0 +1,305 @@
+"""`memvault run` (what `make run` starts) as a user meets it: a subprocess on loopback,
+its printed curl example run as printed, the API driven over HTTP, a second start
+refused clearly, and Ctrl-C stopping everything."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memvault_local.client import ApiClient
+from memvault_local.devkeys import DevKey
+
+START_TIMEOUT = 60
+
+
+def _free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class RunningStack:
+    process: subprocess.Popen[str]
+    url: str
+    banner: str
+    home: Path
+    env: dict[str, str]
+
+    def client(
+        self, tenant: str = "local", subject: str | None = "user-1", **claims: Any
+    ) -> ApiClient:
+        key = DevKey.load_or_create(self.home)
+        return ApiClient(self.url, key.mint(tenant=tenant, subject=subject, **claims))
+
+
+def _start(home: Path, port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
+    env.update({"MEMVAULT_HOME": str(home), "MEMVAULT_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memvault_local.cli", "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    return process, env
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    home = tmp_path_factory.mktemp("memvault-home")
+    process, env = _start(home, _free_port())
+    lines: list[str] = []
+    deadline = time.monotonic() + START_TIMEOUT
+    assert process.stdout is not None
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("Ctrl-C stops everything"):
+            break
+    banner = "".join(lines)
+    match = re.search(r"API \(plays API Gateway\)\s+(http://\S+)", banner)
+    assert match, banner
+    running = RunningStack(process, match.group(1), banner, home, env)
+    yield running
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_the_printed_curl_example_works_as_printed(stack: RunningStack) -> None:
+    curl = next(line for line in stack.banner.splitlines() if line.startswith("curl "))
+    out = subprocess.run(
+        ["bash", "-c", curl + " -w '\\n%{http_code}'"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    body, status = out.stdout.rsplit("\n", 1)
+    assert status == "201", out.stdout
+    assert '"version":1' in body
+
+
+def test_the_banner_says_what_runs_where(stack: RunningStack) -> None:
+    assert "moto at http://127.0.0.1:" in stack.banner
+    assert "memvault-memory" in stack.banner
+    assert str(stack.home / "dev-signing-key.pem") in stack.banner
+
+
+def test_the_memory_lifecycle_over_http(stack: RunningStack) -> None:
+    api = stack.client()
+    base = "/v1/subjects/user-1/memories"
+    body = {
+        "request_id": "e2e-1",
+        "kind": "semantic",
+        "canonical_key": "tz",
+        "content": "Works in the Asia/Shanghai time zone",
+        "source": {"type": "user_statement"},
+        "consent": True,
+    }
+
+    first = api.call("POST", base, body=body)
+    assert first.status == 201
+    replay = api.call("POST", base, body=body)
+    assert (replay.status, replay.body["memory_id"]) == (201, first.body["memory_id"])
+    assert replay.headers["Idempotent-Replay"] == "true"
+    reused = api.call("POST", base, body={**body, "content": "Europe/Berlin"})
+    assert (reused.status, reused.body["error"]["code"]) == (409, "idempotency_key_reused")
+
+    memory_id = first.body["memory_id"]
+    corrected = api.call(
+        "PATCH",
+        f"{base}/{memory_id}",
+        body={"expected_version": 1, "content": "Works in Europe/Berlin"},
+    )
+    assert (corrected.status, corrected.body["version"]) == (200, 2)
+    stale = api.call("PATCH", f"{base}/{memory_id}", body={"expected_version": 1, "content": "x"})
+    assert (stale.status, stale.body["error"]["code"]) == (409, "version_conflict")
+    history = api.call("GET", f"{base}/{memory_id}/history")
+    assert [v["version"] for v in history.body["versions"]] == [1, 2]
+
+    deleted = api.call("DELETE", f"{base}/{memory_id}")
+    assert deleted.status == 202
+    assert api.call("GET", f"{base}/{memory_id}").status == 404
+    status = api.call("GET", f"/v1/deletions/{deleted.body['deletion_id']}")
+    assert status.body["status"] == "COMPLETED"
+
+    api.call("POST", base, body={**body, "request_id": "e2e-2", "canonical_key": "tea"})
+    exported = api.call("GET", "/v1/subjects/user-1/export")
+    keys = {m["canonical_key"] for m in exported.body["memories"]}
+    assert "tea" in keys
+    assert "tz" not in keys
+    forgotten = api.call("DELETE", base)
+    assert (forgotten.status, forgotten.body["scope"]) == (202, "subject")
+    assert api.call("GET", base).body["items"] == []
+
+
+def test_isolation_and_refusals_over_http(stack: RunningStack) -> None:
+    base = "/v1/subjects/user-1/memories"
+    mine = stack.client().call(
+        "POST",
+        base,
+        body={
+            "request_id": "iso-1",
+            "kind": "episodic",
+            "content": "Chose the blue theme",
+            "source": {"type": "user_statement"},
+            "consent": True,
+        },
+    )
+    assert mine.status == 201
+    other_tenant = stack.client(tenant="other").call("GET", f"{base}/{mine.body['memory_id']}")
+    assert (other_tenant.status, other_tenant.body["error"]["code"]) == (404, "not_found")
+    other_subject = stack.client(subject="user-2").call("GET", base)
+    assert (other_subject.status, other_subject.body["error"]["code"]) == (403, "forbidden")
+    read_only = stack.client(scope="memory:read").call("DELETE", base)
+    assert (read_only.status, read_only.body["error"]["code"]) == (403, "forbidden")
+    bad = ApiClient(stack.url, "not-a-token").call("GET", base)
+    assert (bad.status, bad.body["error"]["code"]) == (401, "unauthorized")
+    forged = ApiClient(
+        stack.url,
+        DevKey.load_or_create(stack.home / "elsewhere").mint(tenant="local", subject="user-1"),
+    ).call("GET", base)
+    assert forged.status == 401
+
+
+def test_a_second_start_says_one_is_running(stack: RunningStack) -> None:
+    second = subprocess.run(
+        [sys.executable, "-m", "memvault_local.cli", "run"],
+        env={**stack.env, "MEMVAULT_PORT": str(_free_port())},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert second.returncode == 1
+    assert f"memvault is already running at {stack.url}" in second.stdout
+
+
+def test_the_cli_talks_to_the_stack(stack: RunningStack) -> None:
+    env = {**stack.env, "MEMVAULT_ENDPOINT": stack.url}
+    cli = [sys.executable, "-m", "memvault_local.cli"]
+    written = subprocess.run(
+        [
+            *cli,
+            "write",
+            "user-1",
+            "Prefers short answers",
+            "--key",
+            "answer-style",
+            "--consent",
+            "--json",
+        ],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert written.returncode == 0, written.stderr
+    assert '"version": 1' in written.stdout
+    listed = subprocess.run(
+        [*cli, "list", "user-1"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert "Prefers short answers" in listed.stdout
+    refused = subprocess.run(
+        [*cli, "write", "user-1", "no consent given"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert refused.returncode == 1
+    assert "consent_required (422)" in refused.stderr
+
+
+def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
+    stack.process.send_signal(signal.SIGINT)
+    out, _ = stack.process.communicate(timeout=30)
+    assert stack.process.returncode == 0
+    assert "memvault stopped." in out
+    assert not (stack.home / "run.json").exists()
+    with pytest.raises(ConnectionRefusedError):
+        socket.create_connection(("127.0.0.1", int(stack.url.rsplit(":", 1)[1])), timeout=2)
+
+
+def test_the_stack_can_use_another_dynamodb_endpoint(tmp_path: Path) -> None:
+    """MEMVAULT_DYNAMODB_ENDPOINT points the stack at another DynamoDB-compatible server
+    (here a second moto server) instead of starting its own."""
+    import boto3
+    from moto.server import ThreadedMotoServer
+
+    other = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    other.start()
+    endpoint = f"http://127.0.0.1:{other._server.server_port}"  # type: ignore[union-attr]
+    home = tmp_path / "home"
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
+    env.update(
+        {
+            "MEMVAULT_HOME": str(home),
+            "MEMVAULT_PORT": str(_free_port()),
+            "MEMVAULT_DYNAMODB_ENDPOINT": endpoint,
+            "PYTHONUNBUFFERED": "1",
+            "AWS_ACCESS_KEY_ID": "x",
+            "AWS_SECRET_ACCESS_KEY": "x",
+            "AWS_DEFAULT_REGION": "us-east-1",
+        }
+    )
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memvault_local.cli", "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    try:
+        assert process.stdout is not None
+        banner = ""
+        while "Ctrl-C stops everything" not in banner:
+            line = process.stdout.readline()
+            assert line, banner
+            banner += line
+        assert f"DynamoDB at {endpoint}" in banner
+        assert "moto at" not in banner
+        url = re.search(r"API \(plays API Gateway\)\s+(http://\S+)", banner).group(1)  # type: ignore[union-attr]
+        client = ApiClient(url, DevKey.load_or_create(home).mint(tenant="t", subject="s"))
+        written = client.call(
+            "POST",
+            "/v1/subjects/s/memories",
+            body={
+                "request_id": "ep-1",
+                "kind": "semantic",
+                "content": "Stored elsewhere",
+                "source": {"type": "user_statement"},
+                "consent": True,
+            },
+        )
+        assert written.status == 201
+        ddb = boto3.client(
+            "dynamodb",
+            endpoint_url=endpoint,
+            region_name="us-east-1",
+            aws_access_key_id="x",
+            aws_secret_access_key="x",
+        )
+        items = ddb.scan(TableName="memvault-memory")["Items"]
+        assert any(i.get("memory_id", {}).get("S") == written.body["memory_id"] for i in items)
+    finally:
+        process.send_signal(signal.SIGINT)
+        process.wait(timeout=30)
+        other.stop()
