@@ -7,7 +7,8 @@ import pytest
 from moto import mock_aws
 
 from memvault.services.memory import MemoryService
-from tests.support.harness import FakeClock, make_service
+from memvault.wiring import Services
+from tests.support.harness import FakeClock, make_services
 
 # Never reach real AWS from a test: fake credentials, a fixed region.
 for _name, _value in {
@@ -15,6 +16,8 @@ for _name, _value in {
     "AWS_SECRET_ACCESS_KEY": "testing",
     "AWS_SESSION_TOKEN": "testing",
     "AWS_DEFAULT_REGION": "us-east-1",
+    # moto answers DynamoDB Streams only on the classic endpoint, not account-based ones.
+    "AWS_ACCOUNT_ID_ENDPOINT_MODE": "disabled",
 }.items():
     os.environ[_name] = _value
 os.environ.pop("AWS_PROFILE", None)
@@ -35,25 +38,35 @@ def clock() -> FakeClock:
 
 
 @pytest.fixture
-def env(aws: None, clock: FakeClock) -> tuple[MemoryService, object, FakeClock]:
-    return make_service(clock=clock)
+def wired(aws: None, clock: FakeClock) -> tuple[Services, object, FakeClock]:
+    return make_services(clock=clock)
 
 
 @pytest.fixture
-def service(env: tuple[MemoryService, object, FakeClock]) -> MemoryService:
-    return env[0]
+def services(wired: tuple[Services, object, FakeClock]) -> Services:
+    return wired[0]
 
 
 @pytest.fixture
-def ddb(env: tuple[MemoryService, object, FakeClock]) -> object:
-    return env[1]
+def env(wired: tuple[Services, object, FakeClock]) -> tuple[MemoryService, object, FakeClock]:
+    return wired[0].memory, wired[1], wired[2]
 
 
 @pytest.fixture
-def api(service: MemoryService) -> Iterator[MemoryService]:
-    """The HTTP handlers, serving with a moto-backed service."""
+def service(services: Services) -> MemoryService:
+    return services.memory
+
+
+@pytest.fixture
+def ddb(wired: tuple[Services, object, FakeClock]) -> object:
+    return wired[1]
+
+
+@pytest.fixture
+def api(services: Services) -> Iterator[MemoryService]:
+    """The HTTP handlers, serving with moto-backed services; yields the memory service."""
     from memvault.api.deps import deps
 
-    deps.use(service)
-    yield service
+    deps.use(services)
+    yield services.memory
     deps.use(None)

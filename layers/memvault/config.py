@@ -8,10 +8,19 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-from pydantic import Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DAY = 86_400
+
+
+class TenantPolicy(BaseModel):
+    """Per-tenant overrides of the deployment's defaults."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    session_idle_seconds: int | None = Field(default=None, ge=60, le=7 * DAY)
+    session_max_seconds: int | None = Field(default=None, ge=60, le=30 * DAY)
 
 
 class Settings(BaseSettings):
@@ -46,6 +55,25 @@ class Settings(BaseSettings):
     silo_tenant_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$")
     #: Largest request body accepted, in bytes (413 ``payload_too_large`` beyond).
     max_body_bytes: int = Field(default=64 * 1024, ge=1024, le=6 * 1024 * 1024)
+
+    #: Session memory: idle expiry (renewed by the subject's own activity) and absolute cap.
+    session_idle_seconds: int = Field(default=30 * 60, ge=60, le=7 * DAY)
+    session_max_seconds: int = Field(default=DAY, ge=60, le=30 * DAY)
+    #: Most recent messages a session read returns.
+    session_recent_messages: int = Field(default=50, ge=1, le=500)
+    #: Largest checkpoint kept inline; larger payloads go to the artifact store by reference.
+    checkpoint_max_bytes: int = Field(default=32 * 1024, ge=1024, le=350 * 1024)
+    #: How long a finished run's state is kept.
+    run_retention_days: int = Field(default=90, ge=1)
+    #: Per-tenant overrides, as JSON: ``{"acme": {"session_idle_seconds": 600}}``.
+    tenant_policies: dict[str, TenantPolicy] = Field(default_factory=dict)
+
+    def session_clocks(self, tenant_id: str) -> tuple[int, int]:
+        """(idle, absolute) session lifetimes in seconds for a tenant."""
+        policy = self.tenant_policies.get(tenant_id)
+        idle = (policy and policy.session_idle_seconds) or self.session_idle_seconds
+        cap = (policy and policy.session_max_seconds) or self.session_max_seconds
+        return idle, max(cap, idle)
 
     @model_validator(mode="after")
     def _default_within_max(self) -> Settings:

@@ -70,6 +70,21 @@ class PayloadTooLarge(MemvaultError):
     status = 413
 
 
+class SessionExpired(MemvaultError):
+    code = "session_expired"
+    status = 410
+
+
+class IllegalTransition(MemvaultError):
+    code = "illegal_transition"
+    status = 422
+
+
+class OperationConflict(MemvaultError):
+    code = "operation_conflict"
+    status = 409
+
+
 class Throttled(MemvaultError):
     code = "throttled"
     status = 429
@@ -92,6 +107,9 @@ ALL_ERRORS: tuple[type[MemvaultError], ...] = (
     VersionConflict,
     IdempotencyKeyReused,
     PayloadTooLarge,
+    SessionExpired,
+    IllegalTransition,
+    OperationConflict,
     Throttled,
     InternalError,
 )

@@ -2,14 +2,19 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
 
 import boto3
 
 from memvault.clock import Clock, IdSource, RandomIds, SystemClock
 from memvault.config import Settings, get_settings
+from memvault.services.context import ContextAssembler
 from memvault.services.deletion import InlinePurgeLauncher, PurgeRunner, default_steps
 from memvault.services.memory import MemoryService
+from memvault.services.runs import RunService
+from memvault.services.sessions import SessionService
+from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.memory_repo import MemoryRepository
 from memvault.storage.tables import ALL_TABLES, physical_name
@@ -25,6 +30,37 @@ def dynamodb_client(settings: Settings) -> Any:
     )
 
 
+@dataclass(frozen=True)
+class Services:
+    memory: MemoryService
+    sessions: SessionService
+    runs: RunService
+    context: ContextAssembler
+
+
+def build_services(
+    settings: Settings | None = None,
+    *,
+    client: Any = None,
+    clock: Clock | None = None,
+    ids: IdSource | None = None,
+) -> Services:
+    settings = settings or get_settings()
+    clock = clock or SystemClock()
+    db = Dynamo(client or dynamodb_client(settings), table_names(settings))
+    repo = MemoryRepository(db)
+    runner = PurgeRunner(repo, clock, default_steps(repo, clock))
+    # Until the Step Functions pipeline exists, the purge runs in-process right after the
+    # tombstone commits; a failed step leaves the job FAILED and resumable.
+    memory = MemoryService(
+        repo, settings, clock, ids or RandomIds(), InlinePurgeLauncher(runner.run)
+    )
+    sessions = SessionService(db, settings, clock)
+    runs = RunService(db, settings, clock)
+    context = ContextAssembler(memory, sessions, runs, Cl100kCounter(), clock)
+    return Services(memory=memory, sessions=sessions, runs=runs, context=context)
+
+
 def build_memory_service(
     settings: Settings | None = None,
     *,
@@ -32,10 +68,4 @@ def build_memory_service(
     clock: Clock | None = None,
     ids: IdSource | None = None,
 ) -> MemoryService:
-    settings = settings or get_settings()
-    clock = clock or SystemClock()
-    repo = MemoryRepository(Dynamo(client or dynamodb_client(settings), table_names(settings)))
-    runner = PurgeRunner(repo, clock, default_steps(repo, clock))
-    # Until the Step Functions pipeline exists, the purge runs in-process right after the
-    # tombstone commits; a failed step leaves the job FAILED and resumable.
-    return MemoryService(repo, settings, clock, ids or RandomIds(), InlinePurgeLauncher(runner.run))
+    return build_services(settings, client=client, clock=clock, ids=ids).memory

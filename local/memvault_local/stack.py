@@ -4,6 +4,7 @@
   because moto's conditional writes are not atomic under concurrent threads; or, with
   ``MEMVAULT_DYNAMODB_ENDPOINT`` set, that endpoint (DynamoDB Local, another moto); or,
   with ``MEMVAULT_BACKEND=aws``, the tables the CDK app deployed in a real account;
+- a TTL sweeper (except on AWS, which runs TTL itself);
 - tables created from the shared definitions;
 - the API Gateway stand-in on ``127.0.0.1:8787`` calling the same Lambda handler.
 """
@@ -31,9 +32,12 @@ from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.config import Settings
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
-from memvault.wiring import build_memory_service
+from memvault.wiring import build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey, data_home
+from memvault_local.sweeper import TtlSweeper
+
+SWEEP_SECONDS = 15
 
 LOCAL_TENANT = "local"
 LOCAL_SUBJECT = "user-1"
@@ -98,6 +102,17 @@ def _start_moto(host: str, port: int) -> BaseWSGIServer:
     app = DomainDispatcherApplication(create_backend_app)
     # threaded=False: one request at a time, so moto's conditional writes stay atomic.
     return make_server(host, port, app, threaded=False, request_handler=_QuietHandler)
+
+
+def _sweep_in_background(sweeper: TtlSweeper, stop: threading.Event) -> None:
+    """Play DynamoDB TTL, which neither moto nor DynamoDB Local runs."""
+
+    def loop() -> None:
+        while not stop.wait(SWEEP_SECONDS):
+            with contextlib.suppress(Exception):  # the next round retries
+                sweeper.sweep()
+
+    threading.Thread(target=loop, name="ttl-sweeper", daemon=True).start()
 
 
 def _aws_environment(endpoint: str) -> None:
@@ -186,7 +201,10 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
             return 1
     else:
         create_tables(client, settings.table_prefix)
-    deps.use(build_memory_service(settings, client=client))
+    deps.use(build_services(settings, client=client))
+    stop_sweeping = threading.Event()
+    if not real_aws:
+        _sweep_in_background(TtlSweeper(client, settings.table_prefix), stop_sweeping)
 
     key = DevKey.load_or_create(home)
     api = make_server(
@@ -224,6 +242,7 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     except KeyboardInterrupt:
         pass
     finally:
+        stop_sweeping.set()
         # A second Ctrl-C must not interrupt the clean-up.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

@@ -22,7 +22,7 @@ from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey
-from tests.support.harness import make_service
+from tests.support.harness import make_services
 
 
 @pytest.fixture(scope="module")
@@ -35,8 +35,8 @@ def api_schema(dev_key: DevKey) -> Iterator[Any]:
     from moto import mock_aws
 
     with mock_aws():
-        service, _, _ = make_service(prefix="fuzz-")
-        deps.use(service)
+        services, _, _ = make_services(prefix="fuzz-")
+        deps.use(services)
         app = ApiGatewayAdapter(dev_key.verifier(), lambda_handler)
         yield schemathesis.openapi.from_wsgi("/v1/openapi.json", app)
         deps.use(None)

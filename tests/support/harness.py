@@ -14,7 +14,7 @@ from memvault.models.access import AccessContext, Scope
 from memvault.models.memory import MemoryWrite, Sensitivity
 from memvault.services.memory import MemoryService
 from memvault.storage.tables import create_tables
-from memvault.wiring import build_memory_service
+from memvault.wiring import Services, build_services
 
 ALL_SCOPES = frozenset(Scope) - {Scope.SUBJECTS_ANY}
 
@@ -56,15 +56,22 @@ class SerializedClient:
         return locked
 
 
-def make_service(
+def make_services(
     prefix: str = "test-", clock: FakeClock | None = None, **settings: Any
-) -> tuple[MemoryService, Any, FakeClock]:
-    """Create the tables (inside an active ``mock_aws``) and a service over them."""
+) -> tuple[Services, Any, FakeClock]:
+    """Create the tables (inside an active ``mock_aws``) and the services over them."""
     client = SerializedClient(boto3.client("dynamodb", region_name="us-east-1"))
     cfg = Settings(table_prefix=prefix, **settings)
     create_tables(client, prefix)
     clock = clock or FakeClock()
-    return build_memory_service(cfg, client=client, clock=clock), client, clock
+    return build_services(cfg, client=client, clock=clock), client, clock
+
+
+def make_service(
+    prefix: str = "test-", clock: FakeClock | None = None, **settings: Any
+) -> tuple[MemoryService, Any, FakeClock]:
+    services, client, clock = make_services(prefix, clock, **settings)
+    return services.memory, client, clock
 
 
 def ctx(

@@ -14,7 +14,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memvault import __version__
 from memvault.api.errors import error_response, internal_response, validation_response
-from memvault.api.routes import deletions, health, memories
+from memvault.api.routes import context, deletions, health, memories, runs, sessions
 from memvault.api.routes.health import PUBLIC_PATHS
 from memvault.config import get_settings
 from memvault.errors import MemvaultError, NotFound, PayloadTooLarge
@@ -30,6 +30,9 @@ app.configure_openapi(
 )
 app.include_router(memories.router)
 app.include_router(deletions.router)
+app.include_router(sessions.router)
+app.include_router(runs.router)
+app.include_router(context.router)
 app.include_router(health.router)
 
 

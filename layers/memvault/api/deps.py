@@ -2,22 +2,21 @@
 
 from __future__ import annotations
 
-from memvault.services.memory import MemoryService
-from memvault.wiring import build_memory_service
+from memvault.wiring import Services, build_services
 
 
 class Dependencies:
     def __init__(self) -> None:
-        self._service: MemoryService | None = None
+        self._services: Services | None = None
 
-    def service(self) -> MemoryService:
-        if self._service is None:
-            self._service = build_memory_service()
-        return self._service
+    def services(self) -> Services:
+        if self._services is None:
+            self._services = build_services()
+        return self._services
 
-    def use(self, service: MemoryService | None) -> None:
-        """Serve with this service (local stack, tests); ``None`` goes back to lazy building."""
-        self._service = service
+    def use(self, services: Services | None) -> None:
+        """Serve with these services (local stack, tests); ``None`` goes back to lazy building."""
+        self._services = services
 
 
 deps = Dependencies()

@@ -32,6 +32,16 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "subject.forget": ("DELETE", "/v1/subjects/{subject_id}/memories"),
     "subject.export": ("GET", "/v1/subjects/{subject_id}/export"),
     "deletion.get": ("GET", "/v1/deletions/{deletion_id}"),
+    "session.append": ("POST", "/v1/subjects/{subject_id}/sessions/{session_id}/messages"),
+    "session.get": ("GET", "/v1/subjects/{subject_id}/sessions/{session_id}"),
+    "session.summarize": ("PUT", "/v1/subjects/{subject_id}/sessions/{session_id}/summary"),
+    "session.end": ("DELETE", "/v1/subjects/{subject_id}/sessions/{session_id}"),
+    "run.create": ("PUT", "/v1/runs/{run_id}"),
+    "run.get": ("GET", "/v1/runs/{run_id}"),
+    "run.advance": ("POST", "/v1/runs/{run_id}/checkpoints"),
+    "run.operation": ("PUT", "/v1/runs/{run_id}/operations/{operation_id}"),
+    "run.event": ("POST", "/v1/runs/{run_id}/events"),
+    "context.assemble": ("POST", "/v1/subjects/{subject_id}/context"),
     "health": ("GET", "/v1/health"),
 }
 _PARAM = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"

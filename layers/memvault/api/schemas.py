@@ -19,6 +19,7 @@ from memvault.models.memory import (
     Sensitivity,
     Source,
 )
+from memvault.models.run import Checkpoint
 
 
 class ErrorDetail(BaseModel):
@@ -115,3 +116,15 @@ class HealthOut(BaseModel):
     status: str
     version: str
     dependencies: dict[str, str]
+
+
+class SessionEnded(BaseModel):
+    session_id: str
+    deleted_items: int
+
+
+class EventOut(BaseModel):
+    event_id: str
+    duplicate: bool
+    applied: bool
+    checkpoint: Checkpoint

@@ -329,6 +329,20 @@ class MemoryService:
             key=lambda v: v.version,
         )
 
+    def version_for_reproduction(
+        self, ctx: AccessContext, subject_id: str, memory_id: str
+    ) -> Memory:
+        """One exact version, as history would show it (never one deleted or expired since)."""
+        chain, _, epoch = self._resolve(ctx, subject_id, memory_id)
+        version = self.repo.version(ctx.tenant_id, subject_id, memory_id)
+        if (
+            version is None
+            or version.chain_id != chain.chain_id
+            or not self._shown_in_history(ctx, version, epoch, self.clock.now())
+        ):
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        return version
+
     def _shown_in_history(self, ctx: AccessContext, m: Memory, epoch: int, now: datetime) -> bool:
         return (
             m.subject_epoch == epoch

@@ -141,6 +141,7 @@ class Dynamo:
         *,
         start_sk: str | None = None,
         limit: int | None = None,
+        newest_first: bool = False,
         filter_expression: str | None = None,
         names: dict[str, str] | None = None,
         values: dict[str, Any] | None = None,
@@ -152,6 +153,9 @@ class Dynamo:
             "ExpressionAttributeValues": {":pk": to_attr(pk), ":prefix": to_attr(sk_prefix)},
             "ConsistentRead": True,
         }
+        if not sk_prefix:  # the whole partition
+            params["KeyConditionExpression"] = "pk = :pk"
+            del params["ExpressionAttributeValues"][":prefix"]
         if filter_expression:
             params["FilterExpression"] = filter_expression
             params["ExpressionAttributeValues"].update(
@@ -163,6 +167,8 @@ class Dynamo:
             params["ExclusiveStartKey"] = key(pk, start_sk)
         if limit:
             params["Limit"] = limit
+        if newest_first:
+            params["ScanIndexForward"] = False
         try:
             out = self.client.query(**params)
         except ClientError as err:
@@ -207,10 +213,13 @@ class Dynamo:
         item: Mapping[str, Any],
         condition: str | None = None,
         values: dict[str, Any] | None = None,
+        names: dict[str, str] | None = None,
     ) -> None:
         params: dict[str, Any] = {"TableName": self.names[table], "Item": to_item(item)}
         if condition:
             params["ConditionExpression"] = condition
+        if names:
+            params["ExpressionAttributeNames"] = names
         if values:
             params["ExpressionAttributeValues"] = {k: to_attr(v) for k, v in values.items()}
         try:

@@ -45,7 +45,20 @@ DELETIONS = TableSpec(
     purpose="deletion jobs with a status per copy",
 )
 
-ALL_TABLES: tuple[TableSpec, ...] = (MEMORY, IDEMPOTENCY, AUDIT, DELETIONS)
+SESSIONS = TableSpec(
+    name="sessions",
+    purpose="session memory: head (two clocks), messages, summaries; native TTL",
+    ttl_attribute="ttl",
+    # TTL deletes reach consumers as REMOVE records (derived copies die with the session).
+    stream="NEW_AND_OLD_IMAGES",
+)
+RUNS = TableSpec(
+    name="runs",
+    purpose="run state: current checkpoint (CAS), version history, operations, event receipts",
+    ttl_attribute="ttl",
+)
+
+ALL_TABLES: tuple[TableSpec, ...] = (MEMORY, IDEMPOTENCY, AUDIT, DELETIONS, SESSIONS, RUNS)
 
 
 def physical_name(spec: TableSpec, prefix: str) -> str:

@@ -20,5 +20,5 @@ router = APIGatewayRouter()
     tags=["deletions"],
 )
 def deletion_status(deletion_id: DeletionPath) -> DeletionOut:
-    job = deps.service().deletion_status(caller(router.current_event), deletion_id)
+    job = deps.services().memory.deletion_status(caller(router.current_event), deletion_id)
     return DeletionOut.of(job)

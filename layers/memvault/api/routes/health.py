@@ -26,7 +26,7 @@ PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json"})
     tags=["health"],
 )
 def health() -> Response[HealthOut]:
-    dynamodb = "ok" if deps.service().repo.reachable() else "unavailable"
+    dynamodb = "ok" if deps.services().memory.repo.reachable() else "unavailable"
     healthy = dynamodb == "ok"
     body = HealthOut(
         status="ok" if healthy else "degraded",

@@ -31,7 +31,7 @@ TAGS = ["memories"]
     tags=TAGS,
 )
 def write_memory(subject_id: SubjectPath, body: MemoryWrite) -> Response[MemoryOut]:
-    result = deps.service().write(caller(router.current_event), subject_id, body)
+    result = deps.services().memory.write(caller(router.current_event), subject_id, body)
     if result.created:
         metrics.add_metric(name="MemoryWritten", unit="Count", value=1)
     return Response(
@@ -57,7 +57,7 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> MemoryListOut:
-    page = deps.service().list_memories(
+    page = deps.services().memory.list_memories(
         caller(router.current_event),
         subject_id,
         kind=kind.value if kind else None,
@@ -77,7 +77,9 @@ def list_memories(
     tags=TAGS,
 )
 def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
-    return MemoryOut.of(deps.service().get(caller(router.current_event), subject_id, memory_id))
+    return MemoryOut.of(
+        deps.services().memory.get(caller(router.current_event), subject_id, memory_id)
+    )
 
 
 @router.patch(
@@ -87,7 +89,9 @@ def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
     tags=TAGS,
 )
 def correct_memory(subject_id: SubjectPath, memory_id: MemoryPath, body: MemoryPatch) -> MemoryOut:
-    memory = deps.service().correct(caller(router.current_event), subject_id, memory_id, body)
+    memory = deps.services().memory.correct(
+        caller(router.current_event), subject_id, memory_id, body
+    )
     return MemoryOut.of(memory)
 
 
@@ -98,7 +102,7 @@ def correct_memory(subject_id: SubjectPath, memory_id: MemoryPath, body: MemoryP
     tags=TAGS,
 )
 def memory_history(subject_id: SubjectPath, memory_id: MemoryPath) -> HistoryOut:
-    versions = deps.service().history(caller(router.current_event), subject_id, memory_id)
+    versions = deps.services().memory.history(caller(router.current_event), subject_id, memory_id)
     return HistoryOut(memory_id=memory_id, versions=[MemoryOut.of(m) for m in versions])
 
 
@@ -110,7 +114,7 @@ def memory_history(subject_id: SubjectPath, memory_id: MemoryPath) -> HistoryOut
     tags=TAGS,
 )
 def delete_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> DeletionOut:
-    job = deps.service().delete(caller(router.current_event), subject_id, memory_id)
+    job = deps.services().memory.delete(caller(router.current_event), subject_id, memory_id)
     metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
     return DeletionOut.of(job)
 
@@ -123,7 +127,7 @@ def delete_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> DeletionOut
     tags=TAGS,
 )
 def forget_subject(subject_id: SubjectPath) -> DeletionOut:
-    job = deps.service().forget(caller(router.current_event), subject_id)
+    job = deps.services().memory.forget(caller(router.current_event), subject_id)
     metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
     return DeletionOut.of(job)
 
@@ -135,5 +139,5 @@ def forget_subject(subject_id: SubjectPath) -> DeletionOut:
     tags=["subjects"],
 )
 def export_subject(subject_id: SubjectPath) -> ExportOut:
-    exported = deps.service().export(caller(router.current_event), subject_id)
+    exported = deps.services().memory.export(caller(router.current_event), subject_id)
     return ExportOut.model_validate(exported)

@@ -12,4 +12,13 @@ SubjectPath = Annotated[
     str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="the subject")
 ]
 MemoryPath = Annotated[str, Path(pattern=r"^mem_[0-9a-f]{32}$", description="a memory version id")]
+SessionPath = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="a session id")
+]
+RunPath = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="a run id")
+]
+OperationPath = Annotated[
+    str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="an operation id")
+]
 DeletionPath = Annotated[str, Path(pattern=r"^del_[0-9a-f]{32}$", description="a deletion job id")]

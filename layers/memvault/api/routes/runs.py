@@ -1,0 +1,89 @@
+"""``/v1/runs/{run_id}``: exact run state."""
+
+from __future__ import annotations
+
+from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.router import APIGatewayRouter
+
+from memvault.api.access import caller
+from memvault.api.deps import deps
+from memvault.api.errors import documented
+from memvault.api.routes.params import OperationPath, RunPath
+from memvault.api.schemas import EventOut
+from memvault.models.run import (
+    Advance,
+    Checkpoint,
+    CreateRun,
+    Operation,
+    RecordOperation,
+    RunEvent,
+)
+
+router = APIGatewayRouter()
+TAGS = ["runs"]
+
+
+@router.put(
+    "/v1/runs/<run_id>",
+    status_code=201,
+    summary="Create a run (scope runs:write); the same payload again answers 200",
+    responses={
+        **documented(201, Checkpoint, 403, 409),
+        200: {
+            "description": "the run existed with this payload",
+            "content": {"application/json": {"model": Checkpoint}},
+        },
+    },
+    tags=TAGS,
+)
+def create_run(run_id: RunPath, body: CreateRun) -> Response[Checkpoint]:
+    checkpoint, created = deps.services().runs.create(caller(router.current_event), run_id, body)
+    return Response(
+        status_code=201 if created else 200, content_type="application/json", body=checkpoint
+    )
+
+
+@router.get(
+    "/v1/runs/<run_id>",
+    summary="The current checkpoint with its operations (scope runs:write)",
+    responses=documented(200, Checkpoint, 403, 404),
+    tags=TAGS,
+)
+def get_run(run_id: RunPath) -> Checkpoint:
+    return deps.services().runs.get(caller(router.current_event), run_id)
+
+
+@router.post(
+    "/v1/runs/<run_id>/checkpoints",
+    summary="Advance by compare-and-set from a legal state (scope runs:write)",
+    responses=documented(200, Checkpoint, 403, 404, 409),
+    tags=TAGS,
+)
+def advance_run(run_id: RunPath, body: Advance) -> Checkpoint:
+    return deps.services().runs.advance(caller(router.current_event), run_id, body)
+
+
+@router.put(
+    "/v1/runs/<run_id>/operations/<operation_id>",
+    summary="Record a side effect's status and result reference (scope runs:write)",
+    responses=documented(200, Operation, 403, 404, 409),
+    tags=TAGS,
+)
+def record_operation(
+    run_id: RunPath, operation_id: OperationPath, body: RecordOperation
+) -> Operation:
+    operation, _ = deps.services().runs.record_operation(
+        caller(router.current_event), run_id, operation_id, body
+    )
+    return operation
+
+
+@router.post(
+    "/v1/runs/<run_id>/events",
+    summary="Deliver an external event once; a duplicate changes nothing (scope runs:write)",
+    responses=documented(200, EventOut, 403, 404, 409),
+    tags=TAGS,
+)
+def deliver_event(run_id: RunPath, body: RunEvent) -> EventOut:
+    out = deps.services().runs.deliver_event(caller(router.current_event), run_id, body)
+    return EventOut.model_validate(out)

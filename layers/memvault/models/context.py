@@ -1,0 +1,81 @@
+"""Working memory: the assembled context for one decision, and its manifest."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+Section = Literal["policy", "goal", "run_state", "evidence", "session", "memories"]
+SECTION_ORDER: tuple[Section, ...] = (
+    "policy",
+    "goal",
+    "run_state",
+    "evidence",
+    "session",
+    "memories",
+)
+
+
+class Evidence(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    source: str = Field(min_length=1, max_length=512)
+    content: str = Field(min_length=1, max_length=16_000)
+    timestamp: datetime | None = None
+
+
+class ContextRequest(BaseModel):
+    """The body of ``POST /v1/subjects/{subject_id}/context``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    goal: str = Field(min_length=1, max_length=4000)
+    token_budget: int = Field(ge=64, le=1_000_000)
+    #: Tokens kept free for the model's answer; default: a fifth of the budget.
+    output_reserve: int | None = Field(default=None, ge=0)
+    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+    query: str | None = Field(default=None, min_length=1, max_length=2000)
+    evidence: list[Evidence] = Field(default_factory=list, max_length=50)
+    memory_limit: int = Field(default=20, ge=0, le=100)
+
+
+class ContextItem(BaseModel):
+    id: str
+    section: Section
+    source: str
+    timestamp: datetime | None
+    version: int | None
+    tokens: int
+    trimmable: bool
+    content: str
+
+
+class DroppedItem(BaseModel):
+    id: str
+    section: Section
+    reason: Literal["duplicate", "expired", "budget"]
+    tokens: int
+
+
+class Manifest(BaseModel):
+    """Enough to rebuild the same assembly: inputs, item ids and versions, budget, order."""
+
+    tokenizer: str
+    policy_version: str
+    token_budget: int
+    output_reserve: int
+    used_tokens: int
+    order: list[str]
+    items: list[dict[str, Any]]
+    dropped: list[DroppedItem]
+    inputs: dict[str, Any]
+    assembled_at: datetime
+    digest: str
+
+
+class AssembledContext(BaseModel):
+    sections: dict[str, list[ContextItem]]
+    manifest: Manifest

@@ -1,0 +1,145 @@
+"""Run state: the exact, versioned record of where a task stands."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvault.models.types import SubjectId
+
+
+class RunStatus(StrEnum):
+    CREATED = "CREATED"
+    RUNNING = "RUNNING"
+    WAITING_APPROVAL = "WAITING_APPROVAL"
+    SUCCEEDED = "SUCCEEDED"
+    FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+
+
+TERMINAL = frozenset({RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED})
+
+#: The declared state machine: from each status, the statuses a checkpoint may move to.
+TRANSITIONS: dict[RunStatus, frozenset[RunStatus]] = {
+    RunStatus.CREATED: frozenset({RunStatus.RUNNING, RunStatus.CANCELLED}),
+    RunStatus.RUNNING: frozenset(
+        {
+            RunStatus.RUNNING,
+            RunStatus.WAITING_APPROVAL,
+            RunStatus.SUCCEEDED,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+        }
+    ),
+    RunStatus.WAITING_APPROVAL: frozenset(
+        {
+            RunStatus.WAITING_APPROVAL,
+            RunStatus.RUNNING,
+            RunStatus.FAILED,
+            RunStatus.CANCELLED,
+        }
+    ),
+    RunStatus.SUCCEEDED: frozenset(),
+    RunStatus.FAILED: frozenset(),
+    RunStatus.CANCELLED: frozenset(),
+}
+
+
+class OperationStatus(StrEnum):
+    PENDING = "PENDING"
+    COMMITTED = "COMMITTED"
+    UNKNOWN = "UNKNOWN"
+    FAILED = "FAILED"
+
+
+#: What an operation's recorded status may become (COMMITTED and FAILED are final).
+OPERATION_TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
+    OperationStatus.PENDING: frozenset(OperationStatus),
+    OperationStatus.UNKNOWN: frozenset(
+        {OperationStatus.UNKNOWN, OperationStatus.COMMITTED, OperationStatus.FAILED}
+    ),
+    OperationStatus.COMMITTED: frozenset({OperationStatus.COMMITTED}),
+    OperationStatus.FAILED: frozenset({OperationStatus.FAILED}),
+}
+
+
+class ArtifactRef(BaseModel):
+    """An immutable reference to a large payload in the artifact store."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    artifact_id: str = Field(min_length=1, max_length=64)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+
+Budget = dict[str, float]
+
+
+class CreateRun(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    subject_id: SubjectId
+    plan_version: str = Field(min_length=1, max_length=64)
+    budget: Budget = Field(default_factory=dict, max_length=20)
+
+
+class Advance(BaseModel):
+    """The body of ``POST /v1/runs/{run_id}/checkpoints``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    expected_version: int = Field(ge=1)
+    status: RunStatus
+    step: str = Field(min_length=1, max_length=200)
+    plan_version: str | None = Field(default=None, min_length=1, max_length=64)
+    budget: Budget | None = Field(default=None, max_length=20)
+    pending_approvals: list[str] | None = Field(default=None, max_length=50)
+    state: dict[str, Any] | None = None
+    artifact_refs: list[ArtifactRef] | None = Field(default=None, max_length=100)
+
+
+class RecordOperation(BaseModel):
+    """The body of ``PUT /v1/runs/{run_id}/operations/{operation_id}``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    status: OperationStatus
+    result_ref: str | None = Field(default=None, min_length=1, max_length=512)
+    result_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+
+
+class RunEvent(BaseModel):
+    """An external event; its id makes delivery idempotent."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    event_id: str = Field(min_length=1, max_length=128)
+    type: Literal["approval.granted", "approval.rejected", "cancel.requested"]
+    approval_id: str | None = Field(default=None, min_length=1, max_length=128)
+
+
+class Operation(BaseModel):
+    operation_id: str
+    status: OperationStatus
+    result_ref: str | None
+    result_sha256: str | None
+    updated_at: datetime
+
+
+class Checkpoint(BaseModel):
+    run_id: str
+    subject_id: str
+    version: int
+    status: RunStatus
+    step: str
+    plan_version: str
+    budget: Budget
+    pending_approvals: list[str]
+    state: dict[str, Any]
+    artifact_refs: list[ArtifactRef]
+    created_at: datetime
+    updated_at: datetime
+    operations: list[Operation] = Field(default_factory=list)

@@ -1,0 +1,75 @@
+"""Session memory: recent messages and summaries of one session, with two clocks."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from memvault.models.types import RequestId
+
+MAX_MESSAGE_CHARS = 16_000
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    TOOL = "tool"
+    SYSTEM = "system"
+
+
+class AppendMessage(BaseModel):
+    """The body of ``POST .../sessions/{session_id}/messages``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: RequestId
+    role: Role
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+
+    @field_validator("content")
+    @classmethod
+    def _not_blank(cls, value: str) -> str:
+        if not value.strip():
+            raise ValueError("must contain more than whitespace")
+        return value
+
+
+class PutSummary(BaseModel):
+    """A summary of messages ``from_seq``..``through_seq``; it dies with the session."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    from_seq: int = Field(ge=1)
+    through_seq: int = Field(ge=1)
+    ttl_seconds: int | None = Field(default=None, ge=60)
+
+
+class Message(BaseModel):
+    seq: int
+    role: Role
+    content: str
+    request_id: str
+    created_at: datetime
+
+
+class Summary(BaseModel):
+    content: str
+    from_seq: int
+    through_seq: int
+    created_at: datetime
+    expires_at: datetime
+
+
+class Session(BaseModel):
+    session_id: str
+    subject_id: str
+    created_at: datetime
+    last_activity_at: datetime
+    idle_expires_at: datetime
+    expires_at: datetime
+    message_count: int
+    messages: list[Message]
+    summary: Summary | None

@@ -1,0 +1,104 @@
+"""Session, run and working-memory routes through real-shaped API Gateway events."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.support.api import call, claims, memory_body
+
+pytestmark = pytest.mark.usefixtures("api")
+ALL = "memory:read memory:write memory:delete sessions:write runs:write"
+SESSION = "/v1/subjects/u-1/sessions/s-1"
+
+
+def test_session_append_read_and_end() -> None:
+    me = claims(scope=ALL)
+    first = call(
+        "POST", f"{SESSION}/messages", me, {"request_id": "r1", "role": "user", "content": "hello"}
+    )
+    assert (first.status, first.headers["Idempotent-Replay"]) == (201, "false")
+    replay = call(
+        "POST", f"{SESSION}/messages", me, {"request_id": "r1", "role": "user", "content": "hello"}
+    )
+    assert replay.headers["Idempotent-Replay"] == "true"
+    read = call("GET", SESSION, me)
+    assert [m["content"] for m in read.body["messages"]] == ["hello"]
+    assert {"idle_expires_at", "expires_at"} <= set(read.body)
+    ended = call("DELETE", SESSION, me)
+    assert (ended.status, ended.body["deleted_items"]) == (200, 3)
+    assert call("GET", SESSION, me).code == "not_found"
+
+
+def test_run_lifecycle_and_its_error_codes() -> None:
+    me = claims(scope=ALL)
+    created = call("PUT", "/v1/runs/run-9", me, {"subject_id": "u-1", "plan_version": "p1"})
+    assert (created.status, created.body["status"]) == (201, "CREATED")
+    again = call("PUT", "/v1/runs/run-9", me, {"subject_id": "u-1", "plan_version": "p1"})
+    assert again.status == 200
+    clash = call("PUT", "/v1/runs/run-9", me, {"subject_id": "u-1", "plan_version": "p2"})
+    assert (clash.status, clash.code) == (409, "idempotency_key_reused")
+
+    illegal = call(
+        "POST",
+        "/v1/runs/run-9/checkpoints",
+        me,
+        {"expected_version": 1, "status": "SUCCEEDED", "step": "x"},
+    )
+    assert (illegal.status, illegal.code) == (422, "illegal_transition")
+    ok = call(
+        "POST",
+        "/v1/runs/run-9/checkpoints",
+        me,
+        {"expected_version": 1, "status": "RUNNING", "step": "go"},
+    )
+    assert (ok.status, ok.body["version"]) == (200, 2)
+    stale = call(
+        "POST",
+        "/v1/runs/run-9/checkpoints",
+        me,
+        {"expected_version": 1, "status": "RUNNING", "step": "go"},
+    )
+    assert (stale.status, stale.code) == (409, "version_conflict")
+    assert stale.body["error"]["details"]["current"]["version"] == 2
+
+    op = call(
+        "PUT",
+        "/v1/runs/run-9/operations/charge-1",
+        me,
+        {"status": "COMMITTED", "result_ref": "tx-1"},
+    )
+    assert op.status == 200
+    other = call(
+        "PUT",
+        "/v1/runs/run-9/operations/charge-1",
+        me,
+        {"status": "COMMITTED", "result_ref": "tx-2"},
+    )
+    assert (other.status, other.code) == (409, "operation_conflict")
+    event = {"event_id": "e-1", "type": "cancel.requested"}
+    assert call("POST", "/v1/runs/run-9/events", me, event).body["applied"] is True
+    dup = call("POST", "/v1/runs/run-9/events", me, event)
+    assert (dup.body["duplicate"], dup.body["checkpoint"]["version"]) == (True, 3)
+    assert call("GET", "/v1/runs/run-9", claims("globex", scope=ALL)).code == "not_found"
+
+
+def test_context_assembly_over_http() -> None:
+    me = claims(scope=ALL)
+    call("POST", "/v1/subjects/u-1/memories", me, memory_body())
+    call("POST", f"{SESSION}/messages", me, {"request_id": "r1", "role": "user", "content": "hi"})
+    out = call(
+        "POST",
+        "/v1/subjects/u-1/context",
+        me,
+        {"goal": "Write the internal doc", "token_budget": 2000, "session_id": "s-1"},
+    )
+    assert out.status == 200
+    assert [s for s, items in out.body["sections"].items() if items] == [
+        "policy",
+        "goal",
+        "session",
+        "memories",
+    ]
+    assert out.body["manifest"]["tokenizer"] == "cl100k_base (bpe-openai)"
+    again = call("POST", "/v1/subjects/u-1/context/reproduce", me, out.body["manifest"])
+    assert again.body["sections"] == out.body["sections"]

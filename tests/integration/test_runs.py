@@ -1,0 +1,224 @@
+"""Run state: a declared state machine, compare-and-set advances, exact operation
+records, idempotent events."""
+
+from __future__ import annotations
+
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+import pytest
+
+from memvault.errors import (
+    IdempotencyKeyReused,
+    IllegalTransition,
+    NotFound,
+    OperationConflict,
+    PayloadTooLarge,
+    ValidationFailed,
+    VersionConflict,
+)
+from memvault.models.access import Scope
+from memvault.models.run import Advance, CreateRun, RecordOperation, RunEvent, RunStatus
+from memvault.services.runs import RunService
+from memvault.wiring import Services
+from tests.support.harness import ctx
+
+SHA = "a" * 64
+RUN_SCOPES = frozenset({Scope.RUNS_WRITE})
+
+
+@pytest.fixture
+def runs(services: Services) -> RunService:
+    return services.runs
+
+
+def me() -> Any:
+    return ctx(scopes=RUN_SCOPES)
+
+
+def start(runs: RunService, run_id: str = "run-1") -> None:
+    runs.create(
+        me(), run_id, CreateRun(subject_id="u-1", plan_version="p1", budget={"tokens": 10_000})
+    )
+    runs.advance(me(), run_id, Advance(expected_version=1, status=RunStatus.RUNNING, step="plan"))
+
+
+def test_create_is_idempotent_and_refuses_another_payload(runs: RunService) -> None:
+    body = CreateRun(subject_id="u-1", plan_version="p1", budget={"tokens": 100})
+    first, created = runs.create(me(), "run-1", body)
+    again, created_again = runs.create(me(), "run-1", body)
+    assert created and not created_again
+    assert (again.version, again.status) == (first.version, RunStatus.CREATED)
+    with pytest.raises(IdempotencyKeyReused):
+        runs.create(me(), "run-1", CreateRun(subject_id="u-1", plan_version="p2"))
+
+
+def test_a_checkpoint_advances_only_at_the_expected_version(runs: RunService) -> None:
+    start(runs)
+    with pytest.raises(VersionConflict) as raised:
+        runs.advance(me(), "run-1", Advance(expected_version=1, status=RunStatus.RUNNING, step="x"))
+    assert raised.value.details["current"]["version"] == 2
+    assert raised.value.details["current"]["status"] == "RUNNING"
+    advanced = runs.advance(
+        me(),
+        "run-1",
+        Advance(
+            expected_version=2,
+            status=RunStatus.WAITING_APPROVAL,
+            step="refund",
+            pending_approvals=["approval-1"],
+        ),
+    )
+    assert (advanced.version, advanced.pending_approvals) == (3, ["approval-1"])
+    assert runs.get(me(), "run-1") == advanced
+
+
+def test_two_workers_at_the_same_version_have_exactly_one_winner(runs: RunService) -> None:
+    """moto is serialised by the harness (see SerializedClient); the race is ours."""
+    start(runs)
+
+    def advance(i: int) -> str:
+        try:
+            runs.advance(
+                me(),
+                "run-1",
+                Advance(expected_version=2, status=RunStatus.RUNNING, step=f"worker-{i}"),
+            )
+        except VersionConflict:
+            return "conflict"
+        return "won"
+
+    with ThreadPoolExecutor(max_workers=10) as pool:
+        outcomes = list(pool.map(advance, range(10)))
+    assert outcomes.count("won") == 1
+    assert runs.get(me(), "run-1").version == 3
+    assert runs.version(me(), "run-1", 3).step.startswith("worker-")
+
+
+@pytest.mark.parametrize(
+    ("path", "illegal"),
+    [
+        ([], RunStatus.SUCCEEDED),  # CREATED cannot succeed without running
+        ([], RunStatus.WAITING_APPROVAL),
+        ([RunStatus.RUNNING, RunStatus.WAITING_APPROVAL], RunStatus.SUCCEEDED),
+    ],
+)
+def test_an_illegal_transition_is_refused(
+    runs: RunService, path: list[RunStatus], illegal: RunStatus
+) -> None:
+    runs.create(me(), "r", CreateRun(subject_id="u-1", plan_version="p1"))
+    for version, status in enumerate(path, start=1):
+        runs.advance(me(), "r", Advance(expected_version=version, status=status, step="s"))
+    with pytest.raises(IllegalTransition) as raised:
+        runs.advance(me(), "r", Advance(expected_version=len(path) + 1, status=illegal, step="s"))
+    assert raised.value.details["to"] == illegal.value
+
+
+@pytest.mark.parametrize("end", [RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED])
+def test_a_terminal_run_never_advances(runs: RunService, end: RunStatus) -> None:
+    start(runs)
+    runs.advance(me(), "run-1", Advance(expected_version=2, status=end, step="end"))
+    for target in RunStatus:
+        with pytest.raises(IllegalTransition, match="never advances"):
+            runs.advance(me(), "run-1", Advance(expected_version=3, status=target, step="again"))
+
+
+def test_the_history_keeps_every_version(runs: RunService) -> None:
+    start(runs)
+    assert runs.version(me(), "run-1", 1).status is RunStatus.CREATED
+    assert runs.version(me(), "run-1", 2).status is RunStatus.RUNNING
+    with pytest.raises(NotFound):
+        runs.version(me(), "run-1", 3)
+
+
+def test_a_large_payload_belongs_in_the_artifact_store(runs: RunService) -> None:
+    start(runs)
+    with pytest.raises(PayloadTooLarge) as raised:
+        runs.advance(
+            me(),
+            "run-1",
+            Advance(
+                expected_version=2,
+                status=RunStatus.RUNNING,
+                step="tool",
+                state={"tool_result": "x" * 40_000},
+            ),
+        )
+    assert "artifact" in raised.value.message
+    ok = runs.advance(
+        me(),
+        "run-1",
+        Advance(
+            expected_version=2,
+            status=RunStatus.RUNNING,
+            step="tool",
+            artifact_refs=[{"artifact_id": "art-1", "sha256": SHA}],
+        ),
+    )  # type: ignore[list-item]
+    assert ok.artifact_refs[0].sha256 == SHA
+
+
+def test_operation_status_rules(runs: RunService) -> None:
+    start(runs)
+
+    def record(status: str, ref: str | None = None) -> tuple[Any, bool]:
+        return runs.record_operation(
+            me(), "run-1", "refund-42", RecordOperation(status=status, result_ref=ref)
+        )  # type: ignore[arg-type]
+
+    assert record("PENDING")[1]
+    assert record("UNKNOWN")[1]
+    committed, changed = record("COMMITTED", "payments:tx-9")
+    assert changed
+    assert committed.status.value == "COMMITTED"
+    same, changed_again = record("COMMITTED", "payments:tx-9")
+    assert not changed_again  # the same result twice is a no-op
+    assert same.updated_at == committed.updated_at
+    with pytest.raises(OperationConflict):
+        record("COMMITTED", "payments:tx-10")  # a different result is refused
+    with pytest.raises(OperationConflict):
+        record("PENDING")
+    with pytest.raises(ValidationFailed):
+        runs.record_operation(me(), "run-1", "op-2", RecordOperation(status="COMMITTED"))  # type: ignore[arg-type]
+    assert [o.operation_id for o in runs.get(me(), "run-1").operations] == ["refund-42"]
+
+
+def test_a_duplicate_event_is_acknowledged_and_changes_nothing(runs: RunService) -> None:
+    start(runs)
+    runs.advance(
+        me(),
+        "run-1",
+        Advance(
+            expected_version=2,
+            status=RunStatus.WAITING_APPROVAL,
+            step="refund",
+            pending_approvals=["a-1"],
+        ),
+    )
+    granted = RunEvent(event_id="evt-1", type="approval.granted", approval_id="a-1")
+
+    first = runs.deliver_event(me(), "run-1", granted)
+    assert (first["duplicate"], first["applied"]) == (False, True)
+    assert first["checkpoint"].status is RunStatus.RUNNING
+    assert first["checkpoint"].version == 4
+
+    again = runs.deliver_event(me(), "run-1", granted)
+    assert (again["duplicate"], again["checkpoint"].version) == (True, 4)
+    assert runs.get(me(), "run-1").version == 4
+    with pytest.raises(IdempotencyKeyReused):
+        runs.deliver_event(me(), "run-1", RunEvent(event_id="evt-1", type="cancel.requested"))
+
+
+def test_an_event_for_a_finished_run_is_recorded_without_effect(runs: RunService) -> None:
+    start(runs)
+    runs.advance(
+        me(), "run-1", Advance(expected_version=2, status=RunStatus.SUCCEEDED, step="done")
+    )
+    out = runs.deliver_event(me(), "run-1", RunEvent(event_id="e", type="cancel.requested"))
+    assert (out["applied"], out["checkpoint"].status) == (False, RunStatus.SUCCEEDED)
+
+
+def test_runs_are_tenant_scoped(runs: RunService) -> None:
+    start(runs)
+    with pytest.raises(NotFound):
+        runs.get(ctx("globex", scopes=RUN_SCOPES), "run-1")
