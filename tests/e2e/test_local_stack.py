@@ -46,9 +46,13 @@ class RunningStack:
         return ApiClient(self.url, key.mint(tenant=tenant, subject=subject, **claims))
 
 
-def _start(home: Path, port: int) -> tuple[subprocess.Popen[str], dict[str, str]]:
+def _start(
+    home: Path, port: int, **extra_env: str
+) -> tuple[subprocess.Popen[str], dict[str, str], str, str]:
+    """Start `memvault run`; answer the process, its environment, banner and API URL."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
     env.update({"MEMVAULT_HOME": str(home), "MEMVAULT_PORT": str(port), "PYTHONUNBUFFERED": "1"})
+    env.update(extra_env)
     process = subprocess.Popen(
         [sys.executable, "-m", "memvault_local.cli", "run"],
         env=env,
@@ -56,16 +60,9 @@ def _start(home: Path, port: int) -> tuple[subprocess.Popen[str], dict[str, str]
         stderr=subprocess.STDOUT,
         text=True,
     )
-    return process, env
-
-
-@pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
-    home = tmp_path_factory.mktemp("memvault-home")
-    process, env = _start(home, _free_port())
+    assert process.stdout is not None
     lines: list[str] = []
     deadline = time.monotonic() + START_TIMEOUT
-    assert process.stdout is not None
     while time.monotonic() < deadline:
         line = process.stdout.readline()
         if not line:
@@ -76,7 +73,14 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     banner = "".join(lines)
     match = re.search(r"API \(plays API Gateway\)\s+(http://\S+)", banner)
     assert match, banner
-    running = RunningStack(process, match.group(1), banner, home, env)
+    return process, env, banner, match.group(1)
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    home = tmp_path_factory.mktemp("memvault-home")
+    process, env, banner, url = _start(home, _free_port())
+    running = RunningStack(process, url, banner, home, env)
     yield running
     if process.poll() is None:
         process.kill()
@@ -248,35 +252,17 @@ def test_the_stack_can_use_another_dynamodb_endpoint(tmp_path: Path) -> None:
     other.start()
     endpoint = f"http://127.0.0.1:{other._server.server_port}"  # type: ignore[union-attr]
     home = tmp_path / "home"
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
-    env.update(
-        {
-            "MEMVAULT_HOME": str(home),
-            "MEMVAULT_PORT": str(_free_port()),
-            "MEMVAULT_DYNAMODB_ENDPOINT": endpoint,
-            "PYTHONUNBUFFERED": "1",
-            "AWS_ACCESS_KEY_ID": "x",
-            "AWS_SECRET_ACCESS_KEY": "x",
-            "AWS_DEFAULT_REGION": "us-east-1",
-        }
-    )
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memvault_local.cli", "run"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
+    process, _, banner, url = _start(
+        home,
+        _free_port(),
+        MEMVAULT_DYNAMODB_ENDPOINT=endpoint,
+        AWS_ACCESS_KEY_ID="x",
+        AWS_SECRET_ACCESS_KEY="x",
+        AWS_DEFAULT_REGION="us-east-1",
     )
     try:
-        assert process.stdout is not None
-        banner = ""
-        while "Ctrl-C stops everything" not in banner:
-            line = process.stdout.readline()
-            assert line, banner
-            banner += line
         assert f"DynamoDB at {endpoint}" in banner
         assert "moto at" not in banner
-        url = re.search(r"API \(plays API Gateway\)\s+(http://\S+)", banner).group(1)  # type: ignore[union-attr]
         client = ApiClient(url, DevKey.load_or_create(home).mint(tenant="t", subject="s"))
         written = client.call(
             "POST",
