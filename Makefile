@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cksum pyproject.toml | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit lint format typecheck synth clean
+.PHONY: help install run test unit lint format typecheck synth synth-pool clean
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -36,11 +36,19 @@ unit: $(STAMP) ## the pytest suite alone
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; rc=0; fi; exit $$rc
 
-synth: $(STAMP) ## synthesize the CloudFormation template into cdk.out/ (no AWS account needed)
-	JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1 CDK_OUTDIR=cdk.out $(BIN)/python -m infra.app
+CDK_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
+TENANT ?= example
+TENANTS_FILE ?= infra/tenants.example.json
+
+synth: $(STAMP) ## synthesize a silo stack (TENANT=...) into cdk.out/, with cdk-nag; no AWS account needed
+	$(CDK_ENV) CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON='{"tenant": "$(TENANT)"}' $(BIN)/python -m infra.app
+	@ls cdk.out/*.template.json
+
+synth-pool: $(STAMP) ## synthesize the pool stack for TENANTS_FILE into cdk.out/
+	$(CDK_ENV) CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON='{"mode": "pool", "tenants_file": "$(TENANTS_FILE)"}' $(BIN)/python -m infra.app
 	@ls cdk.out/*.template.json
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
 
 clean: ## remove the virtual environment and caches
-	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis cdk.out
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis cdk.out build

@@ -2,23 +2,67 @@
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
-from aws_cdk import Stack
+from aws_cdk import CfnOutput, Stack
 
 from constructs import Construct
+from infra.constructs.api import Api
+from infra.constructs.compute import Compute
 from infra.constructs.data import DataTables
+from infra.constructs.isolation import Isolation
+from infra.constructs.observability import Observability
+from infra.constructs.tenancy import TenantKeys
+from infra.deployment import Deployment
 
 
 class MemvaultStack(Stack):
     def __init__(
-        self,
-        scope: Construct,
-        construct_id: str,
-        *,
-        table_prefix: str = "memvault-",
-        production: bool = False,
-        **kwargs: Any,
+        self, scope: Construct, construct_id: str, *, deployment: Deployment, **kwargs: Any
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
-        self.data = DataTables(self, "Data", table_prefix=table_prefix, production=production)
+        self.deployment = deployment
+        tenants = [t.tenant_id for t in deployment.tenants]
+        self.data = DataTables(
+            self, "Data", table_prefix=deployment.table_prefix, production=deployment.production
+        )
+        self.tenancy = TenantKeys(
+            self, "Tenancy", tenants=tenants, production=deployment.production
+        )
+        self.compute = Compute(
+            self,
+            "Compute",
+            deployment=deployment,
+            environment={
+                "MEMVAULT_ARTIFACTS_BUCKET": self.data.artifacts.bucket_name,
+            },
+        )
+        functions = self.compute.functions
+        self.isolation = Isolation(
+            self,
+            "Isolation",
+            pool=deployment.mode == "pool",
+            tables=self.data.tables,
+            table_key=self.data.key,
+            bucket=self.data.artifacts,
+            tenant_keys=self.tenancy.keys,
+            functions=list(functions.values()),
+        )
+        self.api = Api(
+            self,
+            "Api",
+            deployment=deployment,
+            stack_name=construct_id,
+            api_function=functions["api"],
+            authorizer_function=functions["authorizer"],
+        )
+        if self.api.usage_keys:
+            functions["authorizer"].add_environment(
+                "MEMVAULT_USAGE_KEYS", json.dumps(self.api.usage_keys, sort_keys=True)
+            )
+        self.observability = Observability(
+            self, "Observability", functions=functions, api=self.api.rest_api, key=self.data.key
+        )
+        CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
+        CfnOutput(self, "Mode", value=deployment.mode)

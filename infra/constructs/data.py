@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-from aws_cdk import RemovalPolicy
+from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
 from aws_cdk import aws_kms as kms
+from aws_cdk import aws_s3 as s3
 
 from constructs import Construct
 from memvault.storage.tables import ALL_TABLES, TableSpec, physical_name
@@ -18,7 +19,8 @@ _STREAM_VIEWS = {
 
 class DataTables(Construct):
     """On-demand tables, point-in-time recovery, a customer-managed key, streams and TTL
-    as each table's spec asks; deletion protection and retention in production."""
+    as each table's spec asks; deletion protection and retention in production; the
+    artifacts bucket (its uploads and references arrive with the artifacts work)."""
 
     def __init__(
         self, scope: Construct, construct_id: str, *, table_prefix: str, production: bool
@@ -34,6 +36,37 @@ class DataTables(Construct):
         self.tables: dict[str, dynamodb.Table] = {
             spec.name: self._table(spec, table_prefix, production) for spec in ALL_TABLES
         }
+        removal = RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY
+        self.access_logs = s3.Bucket(
+            self,
+            "AccessLogs",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.S3_MANAGED,
+            enforce_ssl=True,
+            object_ownership=s3.ObjectOwnership.BUCKET_OWNER_PREFERRED,
+            lifecycle_rules=[s3.LifecycleRule(expiration=Duration.days(365))],
+            removal_policy=removal,
+            auto_delete_objects=not production,
+        )
+        # Objects live under "<tenant>/", each encrypted with its tenant's key.
+        self.artifacts = s3.Bucket(
+            self,
+            "Artifacts",
+            block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
+            encryption=s3.BucketEncryption.KMS,
+            encryption_key=self.key,
+            bucket_key_enabled=True,
+            enforce_ssl=True,
+            versioned=True,
+            server_access_logs_bucket=self.access_logs,
+            server_access_logs_prefix="artifacts/",
+            lifecycle_rules=[
+                s3.LifecycleRule(noncurrent_version_expiration=Duration.days(30)),
+                s3.LifecycleRule(abort_incomplete_multipart_upload_after=Duration.days(1)),
+            ],
+            removal_policy=removal,
+            auto_delete_objects=not production,
+        )
 
     def _table(self, spec: TableSpec, prefix: str, production: bool) -> dynamodb.Table:
         return dynamodb.Table(

@@ -23,6 +23,14 @@ class TenantPolicy(BaseModel):
     session_max_seconds: int | None = Field(default=None, ge=60, le=30 * DAY)
 
 
+class TenantIssuer(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    issuer: str
+    jwks_url: str
+    audience: str = "memvault"
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMVAULT_", extra="ignore", frozen=True)
 
@@ -51,6 +59,13 @@ class Settings(BaseSettings):
     jwt_leeway_seconds: int = Field(default=60, ge=0, le=300)
     #: How long fetched signing keys are kept before the JWKS is read again.
     jwks_cache_seconds: int = Field(default=300, ge=0, le=86_400)
+    #: Pool deployments: each tenant's token issuer, as JSON
+    #: ``{"acme": {"issuer": ..., "jwks_url": ..., "audience": ...}}``.
+    tenant_issuers: dict[str, TenantIssuer] = Field(default_factory=dict)
+    #: Pool deployments: the API Gateway usage-plan key of each tenant (authorizer only).
+    usage_keys: dict[str, str] = Field(default_factory=dict)
+    #: Pool deployments: the role assumed, tagged with the caller's tenant, for data access.
+    tenant_role_arn: str | None = None
     #: Silo deployments: the one tenant this stack serves (direct invocation may omit a token).
     silo_tenant_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$")
     #: Largest request body accepted, in bytes (413 ``payload_too_large`` beyond).

@@ -36,8 +36,10 @@ def test_expired_session_items_are_swept_and_their_remove_is_on_the_stream(
 
     assert sweeper.sweep(now=clock.now().timestamp()) == 0  # nothing expired yet
     idle_expiry = clock.now().timestamp() + 30 * 60
-    assert sweeper.sweep(now=idle_expiry + 1) == 1  # the head: its idle clock ran out
-    assert sweeper.sweep(now=clock.now().timestamp() + 86_400 + 1) == 2  # message, receipt
+    # Idle expiry is enforced on read; the whole session leaves the table together at
+    # its absolute expiry, so no message is ever left without its head.
+    assert sweeper.sweep(now=idle_expiry + 1) == 0
+    assert sweeper.sweep(now=clock.now().timestamp() + 86_400 + 1) == 3  # head, message, receipt
 
     records = stream_records("test-sessions")
     removes = [r for r in records if r["eventName"] == "REMOVE"]
@@ -48,15 +50,24 @@ def test_expired_session_items_are_swept_and_their_remove_is_on_the_stream(
     assert all("userIdentity" not in r for r in marked if r["eventName"] == "INSERT")
 
 
-def test_a_renewed_item_is_not_swept(services: Services, ddb: Any, clock: FakeClock) -> None:
-    services.sessions.append(
-        ctx(), "u-1", "s-1", AppendMessage(request_id="r1", role="user", content="hello")
-    )
-    clock.advance(minutes=25)
-    services.sessions.append(
-        ctx(), "u-1", "s-1", AppendMessage(request_id="r2", role="user", content="again")
-    )
+def test_an_item_whose_ttl_moved_on_after_the_scan_is_not_swept(ddb: Any) -> None:
+    """The delete is conditional on the TTL still being past: an item renewed between the
+    sweeper's scan and its delete stays."""
+    key = {"pk": {"S": "acme#u-1#s"}, "sk": {"S": "X"}}
+    ddb.put_item(TableName="test-sessions", Item={**key, "ttl": {"N": "100"}})
     sweeper = TtlSweeper(ddb, "test-")
-    first_idle_expiry = clock.now().timestamp() - 25 * 60 + 30 * 60
-    assert sweeper.sweep(now=first_idle_expiry + 1) == 0
-    assert services.sessions.read(ctx(), "u-1", "s-1").message_count == 2
+    real_delete = ddb._client.delete_item
+
+    def renew_then_delete(**kwargs: Any) -> Any:
+        ddb._client.update_item(
+            TableName="test-sessions",
+            Key=kwargs["Key"],
+            UpdateExpression="SET #t = :t",
+            ExpressionAttributeNames={"#t": "ttl"},
+            ExpressionAttributeValues={":t": {"N": "999999"}},
+        )
+        return real_delete(**kwargs)
+
+    ddb._client.delete_item = renew_then_delete
+    assert sweeper.sweep(now=200) == 0
+    assert ddb.get_item(TableName="test-sessions", Key=key)["Item"]["ttl"]["N"] == "999999"

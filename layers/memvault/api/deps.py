@@ -2,21 +2,38 @@
 
 from __future__ import annotations
 
+from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+from memvault.api.access import caller
+from memvault.config import get_settings
+from memvault.tenancy import TenantScopedServices
 from memvault.wiring import Services, build_services
 
 
 class Dependencies:
     def __init__(self) -> None:
         self._services: Services | None = None
+        self._scoped: TenantScopedServices | None = None
 
     def services(self) -> Services:
+        """Services on the function's own credentials (silo mode, health checks)."""
         if self._services is None:
             self._services = build_services()
         return self._services
 
+    def services_for(self, event: APIGatewayProxyEvent) -> Services:
+        """The services a request's data access goes through: in pool mode, on a session
+        scoped to the caller's tenant."""
+        if self._services is not None or not get_settings().tenant_role_arn:
+            return self.services()
+        if self._scoped is None:
+            self._scoped = TenantScopedServices(get_settings())
+        return self._scoped.for_tenant(caller(event).tenant_id)
+
     def use(self, services: Services | None) -> None:
         """Serve with these services (local stack, tests); ``None`` goes back to lazy building."""
         self._services = services
+        self._scoped = None
 
 
 deps = Dependencies()

@@ -19,8 +19,8 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 from memvault.api.events import proxy_event
 from memvault.config import Settings
 from memvault.errors import MemvaultError, Unauthorized, ValidationFailed
+from memvault.identity.authorizer import Verifier
 from memvault.identity.claims import Claims
-from memvault.identity.tokens import TokenVerifier
 
 OPERATIONS: dict[str, tuple[str, str]] = {
     "memory.write": ("POST", "/v1/subjects/{subject_id}/memories"),
@@ -70,16 +70,14 @@ class Envelope(BaseModel):
     body: dict[str, Any] | None = None
 
 
-def _claims(
-    envelope: Envelope, settings: Settings, verifier: Callable[[], TokenVerifier]
-) -> Claims:
+def _claims(envelope: Envelope, settings: Settings, verifier: Callable[[], Verifier]) -> Claims:
     if envelope.token is not None:
         claims = verifier().verify(envelope.token)
         if settings.silo_tenant_id and claims.tenant_id != settings.silo_tenant_id:
             raise Unauthorized("the token is for another tenant than this deployment's")
         return claims
     if settings.silo_tenant_id and envelope.caller is not None:
-        return Claims(tenant_id=settings.silo_tenant_id, **envelope.caller.model_dump())
+        return Claims.parse({"tenant_id": settings.silo_tenant_id, **envelope.caller.model_dump()})
     raise Unauthorized(
         "send the caller's JWT as 'token'"
         + (" (or, in this silo deployment, a 'caller')" if settings.silo_tenant_id else "")
@@ -109,7 +107,7 @@ def handle_direct(
     context: Any,
     *,
     settings: Settings,
-    verifier: Callable[[], TokenVerifier],
+    verifier: Callable[[], Verifier],
     api: Callable[[dict[str, Any], Any], dict[str, Any]],
 ) -> dict[str, Any]:
     """Answer ``{"statusCode": ..., "headers": ..., "body": <parsed JSON>}``."""

@@ -83,6 +83,51 @@ class TokenVerifier:
         return Claims.parse(payload)
 
 
+class TenantIssuers:
+    """Pool mode: each tenant has its own issuer and keys. The token's (unverified)
+    ``tenant_id`` only chooses whose keys verify it; the verified claims must then name
+    the same tenant."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._verifiers = {
+            tenant: TokenVerifier(
+                JwksUrlKeys(cfg.jwks_url, settings.jwks_cache_seconds),
+                issuer=cfg.issuer,
+                audience=cfg.audience,
+                leeway=settings.jwt_leeway_seconds,
+            )
+            for tenant, cfg in settings.tenant_issuers.items()
+        }
+
+    def verify(self, token: str) -> Claims:
+        try:
+            tenant = jwt.decode(token, options={"verify_signature": False}).get("tenant_id")
+        except jwt.InvalidTokenError:
+            raise Unauthorized("the token is not a JWT") from None
+        verifier = self._verifiers.get(tenant) if isinstance(tenant, str) else None
+        if verifier is None:
+            raise Unauthorized("the token names no tenant this deployment serves")
+        claims = verifier.verify(token)
+        if claims.tenant_id != tenant:
+            raise Unauthorized("the token's tenant does not match its issuer")
+        return claims
+
+
+def verifier_from_settings(settings: Settings) -> TokenVerifier | TenantIssuers:
+    """Per-tenant issuers when configured (pool), else the one issuer (silo)."""
+    if settings.tenant_issuers and not settings.jwks_url:
+        if settings.silo_tenant_id:
+            cfg = settings.tenant_issuers[settings.silo_tenant_id]
+            return TokenVerifier(
+                JwksUrlKeys(cfg.jwks_url, settings.jwks_cache_seconds),
+                issuer=cfg.issuer,
+                audience=cfg.audience,
+                leeway=settings.jwt_leeway_seconds,
+            )
+        return TenantIssuers(settings)
+    return TokenVerifier.from_settings(settings)
+
+
 def bearer_token(header: str | None) -> str:
     if not header:
         raise Unauthorized("send the token as 'Authorization: Bearer <JWT>'")

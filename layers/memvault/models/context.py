@@ -29,13 +29,13 @@ class Evidence(BaseModel):
 class ContextRequest(BaseModel):
     """The body of ``POST /v1/subjects/{subject_id}/context``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     goal: str = Field(min_length=1, max_length=4000)
     token_budget: int = Field(ge=64, le=1_000_000)
     #: Tokens kept free for the model's answer; default: a fifth of the budget.
     output_reserve: int | None = Field(default=None, ge=0)
-    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+    session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
     query: str | None = Field(default=None, min_length=1, max_length=2000)
     evidence: list[Evidence] = Field(default_factory=list, max_length=50)

@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import math
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from memvault.models.types import SubjectId
 
@@ -78,8 +79,26 @@ class ArtifactRef(BaseModel):
 Budget = dict[str, float]
 
 
+def _storable(value: Any, depth: int = 0) -> Any:
+    """Refuse what DynamoDB cannot store exactly: NaN/infinity, numbers beyond 38 digits,
+    nesting beyond 32 levels."""
+    if depth > 32:
+        raise ValueError("state is nested too deeply (32 levels at most)")
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ValueError("numbers must be finite")
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**38:
+        raise ValueError("integers must have at most 38 digits")
+    if isinstance(value, dict):
+        for item in value.values():
+            _storable(item, depth + 1)
+    if isinstance(value, list):
+        for item in value:
+            _storable(item, depth + 1)
+    return value
+
+
 class CreateRun(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     subject_id: SubjectId
     plan_version: str = Field(min_length=1, max_length=64)
@@ -89,7 +108,7 @@ class CreateRun(BaseModel):
 class Advance(BaseModel):
     """The body of ``POST /v1/runs/{run_id}/checkpoints``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     expected_version: int = Field(ge=1)
     status: RunStatus
@@ -99,6 +118,11 @@ class Advance(BaseModel):
     pending_approvals: list[str] | None = Field(default=None, max_length=50)
     state: dict[str, Any] | None = None
     artifact_refs: list[ArtifactRef] | None = Field(default=None, max_length=100)
+
+    @field_validator("state", "budget")
+    @classmethod
+    def _dynamodb_storable(cls, value: Any) -> Any:
+        return _storable(value)
 
 
 class RecordOperation(BaseModel):

@@ -44,7 +44,7 @@ class PutSummary(BaseModel):
     content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     from_seq: int = Field(ge=1)
     through_seq: int = Field(ge=1)
-    ttl_seconds: int | None = Field(default=None, ge=60)
+    ttl_seconds: int | None = Field(default=None, ge=60, le=30 * 86_400)
 
 
 class Message(BaseModel):

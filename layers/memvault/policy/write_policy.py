@@ -7,7 +7,7 @@ reason when personal data was recognised), then the lifetime is bounded.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from memvault.config import Settings
@@ -30,6 +30,8 @@ class Draft:
     consent: bool
     #: Set when the caller confirmed a model-inferred memory (or it was active before).
     confirmed: bool = False
+    #: Free-text identifiers that are stored too (request id, artifact id).
+    identifiers: dict[str, str | None] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)
@@ -58,7 +60,10 @@ def evaluate(draft: Draft) -> Decision:
             {"field": "sensitivity"},
         )
     fields = _text_fields(draft)
-    secrets = find_secrets(fields)
+    # Identifiers are scanned for credentials too, but not for personal data: digit runs
+    # in random ids look like phone numbers.
+    identifiers = [(name, value) for name, value in draft.identifiers.items() if value]
+    secrets = find_secrets(fields + identifiers)
     if secrets:
         raise SecretDetected(
             "the memory contains what looks like a credential; remove it (store a reference "

@@ -13,7 +13,10 @@ import hashlib
 import json
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
+
+from pydantic import ValidationError
 
 from memvault.clock import Clock
 from memvault.errors import NotFound, ValidationFailed
@@ -354,20 +357,34 @@ class ContextAssembler:
                 "the policy text changed since this assembly",
                 {"policy_version": manifest.policy_version},
             )
-        req = ContextRequest.model_validate(manifest.inputs)
+        try:
+            req = ContextRequest.model_validate(manifest.inputs)
+        except ValidationError:
+            raise ValidationFailed(
+                "the manifest's inputs are not a valid context request", {"field": "inputs"}
+            ) from None
         fetchers: dict[str, Callable[[str, int | None], ContextItem]] = {
             "policy": lambda _id, _v: self._fixed(req)[0],
             "goal": lambda _id, _v: self._fixed(req)[1],
             "evidence": lambda id_, _v: self._evidence(req.evidence)[int(id_.split(":")[1])],
-            "run_state": lambda _id, v: self._run_item(self._run_version(ctx, req, v)),
+            "run_state": lambda _id, v: self._run_item(
+                self._run_version(ctx, req, v, manifest.assembled_at)
+            ),
             "session": lambda id_, v: self._session_item(ctx, subject_id, id_),
             "memories": lambda id_, v: self._memory_item(
                 self.memories.version_for_reproduction(ctx, subject_id, id_)
             ),
         }
-        kept = [
-            fetchers[entry["section"]](entry["id"], entry["version"]) for entry in manifest.items
-        ]
+        try:
+            kept = [
+                fetchers[entry["section"]](entry["id"], entry["version"])
+                for entry in manifest.items
+            ]
+        except (KeyError, IndexError, ValueError, TypeError) as err:
+            raise ValidationFailed(
+                "the manifest is not one this service produced; it cannot be reproduced",
+                {"error": type(err).__name__},
+            ) from None
         rebuilt = self._result(kept, list(manifest.dropped), req, manifest.output_reserve)
         if rebuilt.manifest.digest != manifest.digest:
             raise ValidationFailed(
@@ -377,13 +394,13 @@ class ContextAssembler:
         return rebuilt
 
     def _run_version(
-        self, ctx: AccessContext, req: ContextRequest, version: int | None
+        self, ctx: AccessContext, req: ContextRequest, version: int | None, at: datetime
     ) -> Checkpoint:
         assert req.run_id is not None and version is not None
         cp = self.runs.version(ctx, req.run_id, version)
         current = self.runs.get(ctx, req.run_id)
-        # Operations are recorded apart from checkpoints; keep those that existed then.
-        ops = [o for o in current.operations if o.updated_at <= cp.updated_at]
+        # Operations are recorded apart from checkpoints: keep those recorded by then.
+        ops = [o for o in current.operations if o.updated_at <= at]
         return cp.model_copy(update={"operations": ops})
 
     def _session_item(self, ctx: AccessContext, subject_id: str, id_: str) -> ContextItem:

@@ -52,6 +52,8 @@ from memvault.storage.memory_repo import (
 _NOT_FOUND = "no readable memory with this id for this subject"
 _LISTABLE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
 _RETRIES = 5
+#: Items DynamoDB evaluates per listing query (filters apply after).
+_PAGE = 100
 
 
 def _hash(payload: Any) -> str:
@@ -100,6 +102,7 @@ class MemoryService:
                 source=cmd.source,
                 sensitivity=cmd.sensitivity,
                 consent=cmd.consent,
+                identifiers={"request_id": cmd.request_id, "artifact_id": cmd.artifact_id},
             )
         )
         for _ in range(_RETRIES):
@@ -155,6 +158,7 @@ class MemoryService:
                         + timedelta(seconds=self.settings.idempotency_ttl_seconds),
                         audit=self._audit(ctx, subject_id, "memory.write", memory),
                         audit_expires_at=self._audit_expiry(now),
+                        chain_ttl=chain.ttl if chain else None,
                     )
                 )
             except TransactionConflict as conflict:
@@ -164,8 +168,15 @@ class MemoryService:
                     if again is None:
                         raise
                     return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
-                if conflict.failed == {"epoch"}:
-                    continue  # the subject was forgotten meanwhile: write into the new epoch
+                if "epoch" in conflict.failed:
+                    # Forgetting the subject won the race: what was sent before it must
+                    # not outlive it. Nothing was stored; the caller decides whether to
+                    # write again.
+                    raise VersionConflict(
+                        "the subject was forgotten while this memory was being written; "
+                        "nothing was stored",
+                        {"reason": "subject_forgotten"},
+                    ) from None
                 raise self._conflict(ctx, subject_id, cmd) from None
             self._log("memory written", memory)
             return WriteResult(memory, created=True)
@@ -301,7 +312,7 @@ class MemoryService:
         epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
         items: list[Memory] = []
         while True:
-            page, start = self.repo.list_versions(
+            page, last = self.repo.list_versions(
                 ctx.tenant_id,
                 subject_id,
                 now=now,
@@ -310,12 +321,18 @@ class MemoryService:
                 canonical_key=canonical_key,
                 tag=tag,
                 start_sk=start,
-                page_size=limit - len(items),
+                page_size=_PAGE,
             )
-            items += [m for m in page if self._readable(ctx, m, epoch, now)]
-            if start is None or len(items) >= limit:
-                break
-        return MemoryPage(items=items, next_token=_encode_token(start))
+            for m in page:
+                if len(items) == limit:
+                    # Stop after the last item handed out; the next page starts there.
+                    after = keys.version_sk(items[-1].memory_id)
+                    return MemoryPage(items=items, next_token=_encode_token(after))
+                if self._readable(ctx, m, epoch, now):
+                    items.append(m)
+            start = last
+            if start is None:
+                return MemoryPage(items=items, next_token=None)
 
     def history(self, ctx: AccessContext, subject_id: str, memory_id: str) -> list[Memory]:
         """Every version of the memory's chain still held and readable, oldest first."""
@@ -454,12 +471,13 @@ class MemoryService:
                     memory=memory,
                     expected_version=chain.current_version,
                     previous=current,
-                    pointer_sk=None,
-                    pointer_expected_chain=None,
+                    pointer_sk=chain.pointer_sk,
+                    pointer_expected_chain=chain.chain_id if chain.pointer_sk else None,
                     idempotency=None,
                     idempotency_expires_at=None,
                     audit=self._audit(ctx, subject_id, "memory.correct", memory),
                     audit_expires_at=self._audit_expiry(now),
+                    chain_ttl=chain.ttl,
                 )
             )
         except TransactionConflict:
@@ -490,6 +508,11 @@ class MemoryService:
             epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
             if chain is None or (chain.live and version_epoch != epoch):
                 raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+            if chain.live:
+                current = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+                # A caller who may not see a memory may not learn it exists by deleting it.
+                if current is None or not ctx.may_read(current.sensitivity, current.visibility):
+                    raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
             if not chain.live:
                 return self._existing_job(ctx, chain)  # deleting twice is one deletion
             job = self._new_job(ctx, subject_id, DeletionScope.MEMORY, chain.chain_id)
@@ -597,9 +620,12 @@ class MemoryService:
         )
 
     def _existing_job(self, ctx: AccessContext, chain: Chain) -> DeletionJob:
+        """Deleting again is the same deletion; an unfinished purge is resumed."""
         job = self.repo.job(ctx.tenant_id, chain.deletion_id or "")
         if job is None:
             raise NotFound(_NOT_FOUND, {"chain_id": chain.chain_id})
+        if job.status is not DeletionState.COMPLETED:
+            return self._launch(job)
         return job
 
     def _launch(self, job: DeletionJob) -> DeletionJob:

@@ -18,6 +18,7 @@ from typing import Any
 from memvault.clock import Clock, iso, parse_iso
 from memvault.config import Settings
 from memvault.errors import (
+    Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
     NotFound,
@@ -91,7 +92,11 @@ class RunService:
         except TransactionConflict:
             existing = self.db.get("runs", run_pk(ctx.tenant_id, run_id), CHECKPOINT)
             if existing is None:
-                raise
+                raise IdempotencyKeyReused(
+                    "this run id was used by a run whose records are still kept; choose a new "
+                    "run id",
+                    {"run_id": run_id},
+                ) from None
             if existing.get("fingerprint") != fingerprint:
                 raise IdempotencyKeyReused(
                     "a run with this id exists with another payload; choose a new run id",
@@ -123,7 +128,11 @@ class RunService:
         if item is None:
             raise NotFound(_NOT_FOUND, {"run_id": run_id})
         checkpoint = _checkpoint(item)
-        ctx.require_subject(checkpoint.subject_id)
+        try:
+            ctx.require_subject(checkpoint.subject_id)
+        except Forbidden:
+            # Another subject's run is answered as absent, so that its existence stays private.
+            raise NotFound(_NOT_FOUND, {"run_id": run_id}) from None
         return checkpoint
 
     # ------------------------------------------------------------------ advance

@@ -7,9 +7,11 @@ Partition ``<tenant>#<subject>#<session>`` (never a bare session id):
     ``SUMMARY``        the latest summary, with the message range it covers
 
 The idle clock is renewed only by the subject's own activity (an append); reads never
-renew it. The absolute clock is set at creation and nothing extends it. Every item's
-``ttl`` is at most the absolute expiry, so DynamoDB removes what the session leaves
-behind; reads check both clocks themselves, since TTL deletes lazily.
+renew it. The absolute clock is set at creation and nothing extends it. Every item of
+the session carries the absolute expiry as its ``ttl``, so DynamoDB removes the whole
+session together (never a head without its messages, or messages without their head);
+the idle clock is enforced at read and append time, and an idle-expired session stays
+refused (410) until then. Reads check both clocks themselves, since TTL deletes lazily.
 """
 
 from __future__ import annotations
@@ -132,7 +134,7 @@ class SessionService:
                                 "idle_expires_at": iso(idle_expires),
                                 "expires_at": iso(expires),
                                 "last_seq": 1,
-                                "ttl": _epoch(idle_expires),
+                                "ttl": _epoch(expires),
                             }
                         ),
                         "ConditionExpression": "attribute_not_exists(pk)",
@@ -150,14 +152,12 @@ class SessionService:
                         "TableName": table,
                         "Key": key(pk, HEAD),
                         "UpdateExpression": "SET last_seq = :seq, last_activity_at = :now, "
-                        "idle_expires_at = :idle, #ttl = :ttl",
+                        "idle_expires_at = :idle",
                         "ConditionExpression": "last_seq = :seen",
-                        "ExpressionAttributeNames": {"#ttl": "ttl"},
                         "ExpressionAttributeValues": {
                             ":seq": to_attr(seq),
                             ":now": to_attr(iso(now)),
                             ":idle": to_attr(iso(idle_expires)),
-                            ":ttl": to_attr(_epoch(idle_expires)),
                             ":seen": to_attr(seq - 1),
                         },
                     }

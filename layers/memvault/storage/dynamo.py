@@ -28,7 +28,8 @@ def _clean(value: Any) -> Any:
     if isinstance(value, float):
         return Decimal(str(value))
     if isinstance(value, Mapping):
-        return {k: _clean(v) for k, v in value.items() if v is not None}
+        # Nested None stays (stored as NULL); only top-level attributes are left out.
+        return {k: _clean(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_clean(v) for v in value]
     return value

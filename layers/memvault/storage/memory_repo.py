@@ -47,6 +47,8 @@ class Chain:
     pointer_sk: str | None
     subject_epoch: int
     deletion_id: str | None
+    #: The chain's TTL: never earlier than its longest-lived version's expiry.
+    ttl: int | None = None
 
     @property
     def live(self) -> bool:
@@ -159,6 +161,7 @@ def chain_from_item(item: dict[str, Any]) -> Chain:
         pointer_sk=item.get("pointer_sk"),
         subject_epoch=item.get("subject_epoch", 0),
         deletion_id=item.get("deletion_id"),
+        ttl=item.get("ttl"),
     )
 
 
@@ -224,6 +227,14 @@ class NewVersion:
     idempotency_expires_at: datetime | None
     audit: AuditEvent
     audit_expires_at: datetime
+    #: When the chain began earlier: its TTL so far (the new one is never earlier).
+    chain_ttl: int | None = None
+
+    @property
+    def head_ttl(self) -> int:
+        """Chain head and pointer live as long as the longest-lived version, so that no
+        version is ever left without its chain (reads and deletes go through it)."""
+        return max(int(self.memory.expires_at.timestamp()), self.chain_ttl or 0)
 
 
 class MemoryRepository:
@@ -383,7 +394,7 @@ class MemoryRepository:
                 }
             },
         )
-        ttl = int(m.expires_at.timestamp())
+        ttl = new.head_ttl
         if new.expected_version is None:
             tx.add(
                 "chain",
@@ -449,6 +460,12 @@ class MemoryRepository:
             )
             if new.pointer_expected_chain is None:
                 cond: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
+            elif new.pointer_expected_chain == m.chain_id:
+                # Same chain (a correction): refresh the pointer's TTL, keep it ours.
+                cond = {
+                    "ConditionExpression": "attribute_not_exists(pk) OR chain_id = :old",
+                    "ExpressionAttributeValues": {":old": to_attr(m.chain_id)},
+                }
             else:
                 cond = {
                     "ConditionExpression": "chain_id = :old",

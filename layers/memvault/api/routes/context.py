@@ -23,7 +23,9 @@ TAGS = ["context"]
     tags=TAGS,
 )
 def assemble_context(subject_id: SubjectPath, body: ContextRequest) -> AssembledContext:
-    return deps.services().context.assemble(caller(router.current_event), subject_id, body)
+    return deps.services_for(router.current_event).context.assemble(
+        caller(router.current_event), subject_id, body
+    )
 
 
 @router.post(
@@ -33,4 +35,6 @@ def assemble_context(subject_id: SubjectPath, body: ContextRequest) -> Assembled
     tags=TAGS,
 )
 def reproduce_context(subject_id: SubjectPath, body: Manifest) -> AssembledContext:
-    return deps.services().context.reproduce(caller(router.current_event), subject_id, body)
+    return deps.services_for(router.current_event).context.reproduce(
+        caller(router.current_event), subject_id, body
+    )

@@ -20,5 +20,7 @@ router = APIGatewayRouter()
     tags=["deletions"],
 )
 def deletion_status(deletion_id: DeletionPath) -> DeletionOut:
-    job = deps.services().memory.deletion_status(caller(router.current_event), deletion_id)
+    job = deps.services_for(router.current_event).memory.deletion_status(
+        caller(router.current_event), deletion_id
+    )
     return DeletionOut.of(job)

@@ -31,7 +31,9 @@ TAGS = ["memories"]
     tags=TAGS,
 )
 def write_memory(subject_id: SubjectPath, body: MemoryWrite) -> Response[MemoryOut]:
-    result = deps.services().memory.write(caller(router.current_event), subject_id, body)
+    result = deps.services_for(router.current_event).memory.write(
+        caller(router.current_event), subject_id, body
+    )
     if result.created:
         metrics.add_metric(name="MemoryWritten", unit="Count", value=1)
     return Response(
@@ -57,7 +59,7 @@ def list_memories(
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
 ) -> MemoryListOut:
-    page = deps.services().memory.list_memories(
+    page = deps.services_for(router.current_event).memory.list_memories(
         caller(router.current_event),
         subject_id,
         kind=kind.value if kind else None,
@@ -78,7 +80,9 @@ def list_memories(
 )
 def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
     return MemoryOut.of(
-        deps.services().memory.get(caller(router.current_event), subject_id, memory_id)
+        deps.services_for(router.current_event).memory.get(
+            caller(router.current_event), subject_id, memory_id
+        )
     )
 
 
@@ -89,7 +93,7 @@ def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
     tags=TAGS,
 )
 def correct_memory(subject_id: SubjectPath, memory_id: MemoryPath, body: MemoryPatch) -> MemoryOut:
-    memory = deps.services().memory.correct(
+    memory = deps.services_for(router.current_event).memory.correct(
         caller(router.current_event), subject_id, memory_id, body
     )
     return MemoryOut.of(memory)
@@ -102,7 +106,9 @@ def correct_memory(subject_id: SubjectPath, memory_id: MemoryPath, body: MemoryP
     tags=TAGS,
 )
 def memory_history(subject_id: SubjectPath, memory_id: MemoryPath) -> HistoryOut:
-    versions = deps.services().memory.history(caller(router.current_event), subject_id, memory_id)
+    versions = deps.services_for(router.current_event).memory.history(
+        caller(router.current_event), subject_id, memory_id
+    )
     return HistoryOut(memory_id=memory_id, versions=[MemoryOut.of(m) for m in versions])
 
 
@@ -114,7 +120,9 @@ def memory_history(subject_id: SubjectPath, memory_id: MemoryPath) -> HistoryOut
     tags=TAGS,
 )
 def delete_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> DeletionOut:
-    job = deps.services().memory.delete(caller(router.current_event), subject_id, memory_id)
+    job = deps.services_for(router.current_event).memory.delete(
+        caller(router.current_event), subject_id, memory_id
+    )
     metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
     return DeletionOut.of(job)
 
@@ -127,7 +135,9 @@ def delete_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> DeletionOut
     tags=TAGS,
 )
 def forget_subject(subject_id: SubjectPath) -> DeletionOut:
-    job = deps.services().memory.forget(caller(router.current_event), subject_id)
+    job = deps.services_for(router.current_event).memory.forget(
+        caller(router.current_event), subject_id
+    )
     metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
     return DeletionOut.of(job)
 
@@ -139,5 +149,7 @@ def forget_subject(subject_id: SubjectPath) -> DeletionOut:
     tags=["subjects"],
 )
 def export_subject(subject_id: SubjectPath) -> ExportOut:
-    exported = deps.services().memory.export(caller(router.current_event), subject_id)
+    exported = deps.services_for(router.current_event).memory.export(
+        caller(router.current_event), subject_id
+    )
     return ExportOut.model_validate(exported)

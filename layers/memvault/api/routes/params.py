@@ -13,7 +13,13 @@ SubjectPath = Annotated[
 ]
 MemoryPath = Annotated[str, Path(pattern=r"^mem_[0-9a-f]{32}$", description="a memory version id")]
 SessionPath = Annotated[
-    str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="a session id")
+    str,
+    Path(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@+-]*$",
+        description="a session id",
+    ),
 ]
 RunPath = Annotated[
     str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="a run id")

@@ -37,7 +37,9 @@ TAGS = ["runs"]
     tags=TAGS,
 )
 def create_run(run_id: RunPath, body: CreateRun) -> Response[Checkpoint]:
-    checkpoint, created = deps.services().runs.create(caller(router.current_event), run_id, body)
+    checkpoint, created = deps.services_for(router.current_event).runs.create(
+        caller(router.current_event), run_id, body
+    )
     return Response(
         status_code=201 if created else 200, content_type="application/json", body=checkpoint
     )
@@ -50,7 +52,7 @@ def create_run(run_id: RunPath, body: CreateRun) -> Response[Checkpoint]:
     tags=TAGS,
 )
 def get_run(run_id: RunPath) -> Checkpoint:
-    return deps.services().runs.get(caller(router.current_event), run_id)
+    return deps.services_for(router.current_event).runs.get(caller(router.current_event), run_id)
 
 
 @router.post(
@@ -60,7 +62,9 @@ def get_run(run_id: RunPath) -> Checkpoint:
     tags=TAGS,
 )
 def advance_run(run_id: RunPath, body: Advance) -> Checkpoint:
-    return deps.services().runs.advance(caller(router.current_event), run_id, body)
+    return deps.services_for(router.current_event).runs.advance(
+        caller(router.current_event), run_id, body
+    )
 
 
 @router.put(
@@ -72,7 +76,7 @@ def advance_run(run_id: RunPath, body: Advance) -> Checkpoint:
 def record_operation(
     run_id: RunPath, operation_id: OperationPath, body: RecordOperation
 ) -> Operation:
-    operation, _ = deps.services().runs.record_operation(
+    operation, _ = deps.services_for(router.current_event).runs.record_operation(
         caller(router.current_event), run_id, operation_id, body
     )
     return operation
@@ -85,5 +89,7 @@ def record_operation(
     tags=TAGS,
 )
 def deliver_event(run_id: RunPath, body: RunEvent) -> EventOut:
-    out = deps.services().runs.deliver_event(caller(router.current_event), run_id, body)
+    out = deps.services_for(router.current_event).runs.deliver_event(
+        caller(router.current_event), run_id, body
+    )
     return EventOut.model_validate(out)

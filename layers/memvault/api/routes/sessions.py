@@ -29,7 +29,7 @@ TAGS = ["sessions"]
 def append_message(
     subject_id: SubjectPath, session_id: SessionPath, body: AppendMessage
 ) -> Response[Session]:
-    session, created = deps.services().sessions.append(
+    session, created = deps.services_for(router.current_event).sessions.append(
         caller(router.current_event), subject_id, session_id, body
     )
     return Response(
@@ -48,7 +48,9 @@ def append_message(
     tags=TAGS,
 )
 def read_session(subject_id: SubjectPath, session_id: SessionPath) -> Session:
-    return deps.services().sessions.read(caller(router.current_event), subject_id, session_id)
+    return deps.services_for(router.current_event).sessions.read(
+        caller(router.current_event), subject_id, session_id
+    )
 
 
 @router.put(
@@ -58,7 +60,7 @@ def read_session(subject_id: SubjectPath, session_id: SessionPath) -> Session:
     tags=TAGS,
 )
 def put_summary(subject_id: SubjectPath, session_id: SessionPath, body: PutSummary) -> Session:
-    return deps.services().sessions.put_summary(
+    return deps.services_for(router.current_event).sessions.put_summary(
         caller(router.current_event), subject_id, session_id, body
     )
 
@@ -70,5 +72,7 @@ def put_summary(subject_id: SubjectPath, session_id: SessionPath, body: PutSumma
     tags=TAGS,
 )
 def end_session(subject_id: SubjectPath, session_id: SessionPath) -> SessionEnded:
-    removed = deps.services().sessions.end(caller(router.current_event), subject_id, session_id)
+    removed = deps.services_for(router.current_event).sessions.end(
+        caller(router.current_event), subject_id, session_id
+    )
     return SessionEnded(session_id=session_id, deleted_items=removed)

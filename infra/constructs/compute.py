@@ -1,0 +1,86 @@
+"""The Lambda functions and the runtime layer they share."""
+
+from __future__ import annotations
+
+import json
+
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_logs as logs
+
+from constructs import Construct
+from infra import settings
+from infra.deployment import Deployment
+from infra.layer import ROOT, runtime_layer_code
+
+
+class Compute(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        deployment: Deployment,
+        environment: dict[str, str],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.layer = lambda_.LayerVersion(
+            self,
+            "Runtime",
+            code=runtime_layer_code(),
+            compatible_runtimes=[settings.PYTHON_RUNTIME],
+            compatible_architectures=[settings.ARCHITECTURE],
+            description="memvault runtime package and its dependencies",
+        )
+        issuers = {
+            t.tenant_id: {"issuer": t.issuer, "jwks_url": str(t.jwks_url), "audience": t.audience}
+            for t in deployment.tenants
+        }
+        policies = {
+            t.tenant_id: {
+                k: v
+                for k, v in {
+                    "session_idle_seconds": t.session_idle_seconds,
+                    "session_max_seconds": t.session_max_seconds,
+                }.items()
+                if v is not None
+            }
+            for t in deployment.tenants
+        }
+        base = {
+            "POWERTOOLS_SERVICE_NAME": settings.APP,
+            "POWERTOOLS_METRICS_NAMESPACE": settings.APP,
+            "MEMVAULT_TABLE_PREFIX": deployment.table_prefix,
+            "MEMVAULT_TENANT_ISSUERS": json.dumps(issuers, sort_keys=True),
+            "MEMVAULT_TENANT_POLICIES": json.dumps(
+                {k: v for k, v in policies.items() if v}, sort_keys=True
+            ),
+            **environment,
+        }
+        if deployment.silo_tenant:
+            base["MEMVAULT_SILO_TENANT_ID"] = deployment.silo_tenant
+        self.functions = {
+            name: self._function(name, base) for name in ("api", "authorizer", "direct")
+        }
+
+    def _function(self, name: str, environment: dict[str, str]) -> lambda_.Function:
+        limits = settings.FUNCTIONS[name]
+        log_group = logs.LogGroup(
+            self, f"{name.capitalize()}Logs", retention=settings.LOG_RETENTION
+        )
+        return lambda_.Function(
+            self,
+            f"{name.capitalize()}Function",
+            runtime=settings.PYTHON_RUNTIME,
+            architecture=settings.ARCHITECTURE,
+            handler="index.handler",
+            code=lambda_.Code.from_asset(
+                str(ROOT / "functions" / name), exclude=["__pycache__", "*.pyc"]
+            ),
+            layers=[self.layer],
+            memory_size=limits["memory"],  # type: ignore[arg-type]
+            timeout=limits["timeout"],  # type: ignore[arg-type]
+            reserved_concurrent_executions=limits["reserved"],  # type: ignore[arg-type]
+            tracing=lambda_.Tracing.ACTIVE,
+            log_group=log_group,
+            environment=environment,
+        )

@@ -1,0 +1,121 @@
+"""Isolation by IAM: what each function may reach, directly (silo) or only through a
+tenant-scoped session (pool)."""
+
+from __future__ import annotations
+
+from aws_cdk import Stack
+from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
+from aws_cdk import aws_kms as kms
+from aws_cdk import aws_lambda as lambda_
+from aws_cdk import aws_s3 as s3
+
+from constructs import Construct
+from infra import settings
+from infra.constructs.tenancy import CRYPTO_ACTIONS
+
+TAG = f"${{aws:PrincipalTag/{settings.TENANT_TAG}}}"
+ITEM_ACTIONS = [
+    "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:BatchWriteItem",
+    "dynamodb:ConditionCheckItem",
+]
+OBJECT_ACTIONS = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject"]
+
+
+class Isolation(Construct):
+    def __init__(
+        self,
+        scope: Construct,
+        construct_id: str,
+        *,
+        pool: bool,
+        tables: dict[str, dynamodb.Table],
+        table_key: kms.IKey,
+        bucket: s3.IBucket,
+        tenant_keys: dict[str, kms.Key],
+        functions: list[lambda_.Function],
+    ) -> None:
+        super().__init__(scope, construct_id)
+        self.tenant_role: iam.Role | None = None
+        table_arns = [t.table_arn for t in tables.values()]
+        data_functions = [f for f in functions if f.node.id != "AuthorizerFunction"]
+        health = iam.PolicyStatement(
+            actions=["dynamodb:DescribeTable"], resources=[tables["memory"].table_arn]
+        )
+        for fn in data_functions:
+            fn.add_to_role_policy(health)
+        if not pool:
+            for fn in data_functions:
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(actions=ITEM_ACTIONS, resources=table_arns)
+                )
+                table_key.grant_encrypt_decrypt(fn)
+            return
+        role = iam.Role(
+            self,
+            "TenantAccessRole",
+            description="Assumed per request with the caller's tenant as session tag",
+            assumed_by=iam.CompositePrincipal(
+                *[iam.ArnPrincipal(fn.role.role_arn) for fn in data_functions if fn.role]
+            ).with_session_tags(),
+        )
+        assert role.assume_role_policy is not None
+        role.assume_role_policy.add_statements(
+            iam.PolicyStatement(
+                sid="RequireTenantTag",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["sts:AssumeRole", "sts:TagSession"],
+                conditions={"Null": {f"aws:RequestTag/{settings.TENANT_TAG}": "true"}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="OwnItemsOnly",
+                actions=ITEM_ACTIONS,
+                resources=table_arns,
+                conditions={"ForAllValues:StringLike": {"dynamodb:LeadingKeys": [f"{TAG}#*"]}},
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="TablesKeyThroughDynamoDB",
+                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*"],
+                resources=[table_key.key_arn],
+                conditions={
+                    "StringEquals": {
+                        "kms:ViaService": f"dynamodb.{Stack.of(self).region}.amazonaws.com"
+                    }
+                },
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="OwnObjectsOnly",
+                actions=OBJECT_ACTIONS,
+                resources=[bucket.arn_for_objects(f"{TAG}/*")],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="OwnKeyContextOnly",
+                actions=CRYPTO_ACTIONS,
+                resources=[k.key_arn for k in tenant_keys.values()],
+                conditions={"StringEquals": {f"kms:EncryptionContext:{settings.TENANT_TAG}": TAG}},
+            )
+        )
+        for fn in data_functions:
+            fn.add_to_role_policy(
+                iam.PolicyStatement(
+                    actions=["sts:AssumeRole", "sts:TagSession"],
+                    resources=[role.role_arn],
+                )
+            )
+            fn.add_environment("MEMVAULT_TENANT_ROLE_ARN", role.role_arn)
+        self.tenant_role = role

@@ -1,0 +1,66 @@
+"""Synthesized stacks for the infrastructure tests (silo, pool, and pool with WAF in
+production). Synthesis runs cdk-nag's AwsSolutions pack as a validation plugin: an
+unacknowledged finding fails it, so every fixture here is also a nag check."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import aws_cdk as cdk
+import pytest
+from aws_cdk.assertions import Template
+from infra.app import build_app
+from infra.stack import MemvaultStack
+
+
+@dataclass
+class Synth:
+    stack: MemvaultStack
+    template: Template
+    outdir: Path
+
+    @property
+    def json(self) -> dict[str, Any]:
+        data: dict[str, Any] = self.template.to_json()
+        return data
+
+    def resources(self, kind: str) -> dict[str, Any]:
+        return {k: v for k, v in self.json["Resources"].items() if v["Type"] == kind}
+
+
+def synth(tmp: Path, **context: str) -> Synth:
+    app = cdk.App(context=context, outdir=str(tmp))
+    build_app(app)
+    app.synth()
+    stack = next(c for c in app.node.children if isinstance(c, MemvaultStack))
+    return Synth(stack, Template.from_stack(stack), tmp)
+
+
+@pytest.fixture(scope="session")
+def silo(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synth(tmp_path_factory.mktemp("silo"), tenant="acme")
+
+
+@pytest.fixture(scope="session")
+def pool(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synth(tmp_path_factory.mktemp("pool"), mode="pool")
+
+
+@pytest.fixture(scope="session")
+def pool_production(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    return synth(
+        tmp_path_factory.mktemp("poolprod"), mode="pool", production="true", enable_waf="true"
+    )
+
+
+def statements(synth: Synth, role_logical_prefix: str) -> list[dict[str, Any]]:
+    """Every statement of the inline policies attached to roles whose id starts so."""
+    found = []
+    for policy in synth.resources("AWS::IAM::Policy").values():
+        roles = json.dumps(policy["Properties"].get("Roles", []))
+        if role_logical_prefix in roles:
+            found += policy["Properties"]["PolicyDocument"]["Statement"]
+    return found
