@@ -97,3 +97,29 @@ def test_data_access_uses_a_session_tagged_with_the_callers_tenant(aws: None) ->
     ]
     written = acme.memory.write(ctx("acme"), "u-1", a_write()).memory
     assert acme.memory.get(ctx("acme"), "u-1", written.memory_id) == written
+
+
+def test_in_pool_mode_requests_use_the_tenant_session_even_after_a_health_check(
+    aws: None, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Health runs on the function's own credentials; data requests never may."""
+    from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
+
+    from memvault.api.deps import Dependencies
+    from memvault.api.events import proxy_event
+    from memvault.config import get_settings
+    from tests.support.api import claims
+
+    iam = boto3.client("iam", region_name="us-east-1")
+    role = iam.create_role(RoleName="tenant-access", AssumeRolePolicyDocument="{}")["Role"]
+    monkeypatch.setenv("MEMVAULT_TENANT_ROLE_ARN", role["Arn"])
+    get_settings.cache_clear()
+    try:
+        deps = Dependencies()
+        own = deps.services()  # what a health check builds
+        event = APIGatewayProxyEvent(proxy_event("GET", "/v1/x", claims=claims("acme")))
+        scoped = deps.services_for(event)
+        assert scoped is not own
+        assert deps.services_for(event) is scoped
+    finally:
+        get_settings.cache_clear()

@@ -222,3 +222,21 @@ def test_runs_are_tenant_scoped(runs: RunService) -> None:
     start(runs)
     with pytest.raises(NotFound):
         runs.get(ctx("globex", scopes=RUN_SCOPES), "run-1")
+
+
+def test_a_finished_runs_records_all_expire_with_its_retention(runs: RunService, ddb: Any) -> None:
+    from tests.support.scan import all_items
+
+    start(runs)
+    runs.record_operation(me(), "run-1", "op", RecordOperation(status="PENDING"))  # type: ignore[arg-type]
+    runs.deliver_event(me(), "run-1", RunEvent(event_id="e", type="cancel.requested"))
+    items = all_items(ddb)["runs"]
+    assert len(items) == 6  # checkpoint, 3 versions, operation, event receipt
+    assert all("ttl" in i for i in items)
+
+
+def test_an_active_runs_records_do_not_expire(runs: RunService, ddb: Any) -> None:
+    from tests.support.scan import all_items
+
+    start(runs)
+    assert all("ttl" not in i for i in all_items(ddb)["runs"])

@@ -152,7 +152,8 @@ class RunService:
             self._commit(ctx.tenant_id, updated, expected=current.version)
         except TransactionConflict:
             self._check_version(self._load(ctx, run_id), body.expected_version)
-            raise
+            raise VersionConflict("the run changed while advancing; re-read it") from None
+        self._retain_if_finished(ctx.tenant_id, updated)
         logger.info(
             "run advanced",
             extra={
@@ -163,6 +164,26 @@ class RunService:
             },
         )
         return updated
+
+    def _retain_if_finished(self, tenant_id: str, cp: Checkpoint) -> None:
+        """A finished run's records (history, operations, event receipts) expire with its
+        retention. Idempotent: running it again only sets the same expiry."""
+        if cp.status not in TERMINAL:
+            return
+        expiry = int(
+            (self.clock.now() + timedelta(days=self.settings.run_retention_days)).timestamp()
+        )
+        pk = run_pk(tenant_id, cp.run_id)
+        for item in list(self.db.query_all("runs", pk, "")):
+            if item.get("ttl") is None:
+                self.db.update(
+                    "runs",
+                    pk,
+                    item["sk"],
+                    "SET #ttl = :ttl",
+                    names={"#ttl": "ttl"},
+                    values={":ttl": expiry},
+                )
 
     def _check_version(self, current: Checkpoint, expected: int) -> None:
         if current.version != expected:
@@ -371,6 +392,7 @@ class RunService:
                     self._commit(ctx.tenant_id, updated, expected=current.version, tx=tx)
             except TransactionConflict:
                 continue  # a duplicate or a concurrent advance: re-read and re-decide
+            self._retain_if_finished(ctx.tenant_id, updated)
             return {
                 "event_id": event.event_id,
                 "duplicate": False,
