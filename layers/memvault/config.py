@@ -21,6 +21,8 @@ class TenantPolicy(BaseModel):
 
     session_idle_seconds: int | None = Field(default=None, ge=60, le=7 * DAY)
     session_max_seconds: int | None = Field(default=None, ge=60, le=30 * DAY)
+    artifact_max_bytes: int | None = Field(default=None, ge=1)
+    artifact_media_types: tuple[str, ...] | None = None
 
 
 class TenantIssuer(BaseModel):
@@ -80,6 +82,24 @@ class Settings(BaseSettings):
     checkpoint_max_bytes: int = Field(default=32 * 1024, ge=1024, le=350 * 1024)
     #: How long a finished run's state is kept.
     run_retention_days: int = Field(default=90, ge=1)
+    #: Artifacts: the bucket, each tenant's key (``<prefix><tenant>``), limits, lifetimes.
+    artifacts_bucket: str = "memvault-artifacts"
+    tenant_key_alias_prefix: str = "alias/memvault/"
+    artifact_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
+    artifact_media_types: tuple[str, ...] = (
+        "text/plain",
+        "text/markdown",
+        "application/json",
+        "application/pdf",
+        "text/csv",
+        "image/png",
+        "image/jpeg",
+    )
+    #: Presigned upload URLs live this long; downloads at most 5 minutes.
+    upload_url_seconds: int = Field(default=900, ge=60, le=3600)
+    download_url_seconds: int = Field(default=300, ge=10, le=300)
+    #: Staged uploads never committed are swept after this long.
+    staged_upload_seconds: int = Field(default=86_400, ge=600)
     #: Per-tenant overrides, as JSON: ``{"acme": {"session_idle_seconds": 600}}``.
     tenant_policies: dict[str, TenantPolicy] = Field(default_factory=dict)
 
@@ -89,6 +109,13 @@ class Settings(BaseSettings):
         idle = (policy and policy.session_idle_seconds) or self.session_idle_seconds
         cap = (policy and policy.session_max_seconds) or self.session_max_seconds
         return idle, max(cap, idle)
+
+    def artifact_limits(self, tenant_id: str) -> tuple[int, tuple[str, ...]]:
+        """(largest size in bytes, allowed media types) for a tenant's artifacts."""
+        policy = self.tenant_policies.get(tenant_id)
+        size = (policy and policy.artifact_max_bytes) or self.artifact_max_bytes
+        types = (policy and policy.artifact_media_types) or self.artifact_media_types
+        return size, types
 
     @model_validator(mode="after")
     def _default_within_max(self) -> Settings:

@@ -85,6 +85,26 @@ class OperationConflict(MemvaultError):
     status = 409
 
 
+class MediaTypeNotAllowed(MemvaultError):
+    code = "media_type_not_allowed"
+    status = 415
+
+
+class ChecksumMismatch(MemvaultError):
+    code = "checksum_mismatch"
+    status = 422
+
+
+class UploadIncomplete(MemvaultError):
+    code = "upload_incomplete"
+    status = 409
+
+
+class ArtifactReferenced(MemvaultError):
+    code = "artifact_referenced"
+    status = 409
+
+
 class Throttled(MemvaultError):
     code = "throttled"
     status = 429
@@ -110,6 +130,10 @@ ALL_ERRORS: tuple[type[MemvaultError], ...] = (
     SessionExpired,
     IllegalTransition,
     OperationConflict,
+    MediaTypeNotAllowed,
+    ChecksumMismatch,
+    UploadIncomplete,
+    ArtifactReferenced,
     Throttled,
     InternalError,
 )

@@ -6,9 +6,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from memvault.clock import Clock, IdSource, RandomIds, SystemClock
 from memvault.config import Settings, get_settings
+from memvault.services.artifacts import AliasKeys, ArtifactService, TenantKeys
 from memvault.services.context import ContextAssembler
 from memvault.services.deletion import InlinePurgeLauncher, PurgeRunner, default_steps
 from memvault.services.memory import MemoryService
@@ -36,6 +38,7 @@ class Services:
     sessions: SessionService
     runs: RunService
     context: ContextAssembler
+    artifacts: ArtifactService
 
 
 def build_services(
@@ -44,21 +47,35 @@ def build_services(
     client: Any = None,
     clock: Clock | None = None,
     ids: IdSource | None = None,
+    s3: Any = None,
+    keys: TenantKeys | None = None,
 ) -> Services:
     settings = settings or get_settings()
     clock = clock or SystemClock()
+    ids = ids or RandomIds()
     db = Dynamo(client or dynamodb_client(settings), table_names(settings))
     repo = MemoryRepository(db)
     runner = PurgeRunner(repo, clock, default_steps(repo, clock))
     # Until the Step Functions pipeline exists, the purge runs in-process right after the
     # tombstone commits; a failed step leaves the job FAILED and resumable.
-    memory = MemoryService(
-        repo, settings, clock, ids or RandomIds(), InlinePurgeLauncher(runner.run)
-    )
+    memory = MemoryService(repo, settings, clock, ids, InlinePurgeLauncher(runner.run))
     sessions = SessionService(db, settings, clock)
     runs = RunService(db, settings, clock)
     context = ContextAssembler(memory, sessions, runs, Cl100kCounter(), clock)
-    return Services(memory=memory, sessions=sessions, runs=runs, context=context)
+    artifacts = ArtifactService(
+        db,
+        s3
+        or boto3.client(
+            "s3", region_name=settings.aws_region, config=Config(signature_version="s3v4")
+        ),
+        keys or AliasKeys(settings.tenant_key_alias_prefix),
+        settings,
+        clock,
+        ids,
+    )
+    return Services(
+        memory=memory, sessions=sessions, runs=runs, context=context, artifacts=artifacts
+    )
 
 
 def build_memory_service(

@@ -35,6 +35,7 @@ from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
 from memvault.wiring import build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey, data_home
+from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_local.sweeper import TtlSweeper
 
 SWEEP_SECONDS = 15
@@ -201,7 +202,15 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
             return 1
     else:
         create_tables(client, settings.table_prefix)
-    deps.use(build_services(settings, client=client))
+    keys = None
+    if servers:  # our own moto also plays S3 and KMS: the bucket and tenant keys live there
+        s3 = boto3.client("s3", region_name=settings.aws_region, endpoint_url=endpoint)
+        ensure_bucket(s3, settings.artifacts_bucket)
+        keys = LocalTenantKeys(
+            boto3.client("kms", region_name=settings.aws_region, endpoint_url=endpoint),
+            settings.tenant_key_alias_prefix,
+        )
+    deps.use(build_services(settings, client=client, keys=keys))
     stop_sweeping = threading.Event()
     if not real_aws:
         _sweep_in_background(TtlSweeper(client, settings.table_prefix), stop_sweeping)

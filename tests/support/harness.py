@@ -8,6 +8,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from memvault.config import Settings
 from memvault.models.access import AccessContext, Scope
@@ -15,6 +16,7 @@ from memvault.models.memory import MemoryWrite, Sensitivity
 from memvault.services.memory import MemoryService
 from memvault.storage.tables import create_tables
 from memvault.wiring import Services, build_services
+from memvault_local.keys import LocalTenantKeys, ensure_bucket
 
 ALL_SCOPES = frozenset(Scope) - {Scope.SUBJECTS_ANY}
 
@@ -61,10 +63,16 @@ def make_services(
 ) -> tuple[Services, Any, FakeClock]:
     """Create the tables (inside an active ``mock_aws``) and the services over them."""
     client = SerializedClient(boto3.client("dynamodb", region_name="us-east-1"))
-    cfg = Settings(table_prefix=prefix, **settings)
+    cfg = Settings(table_prefix=prefix, artifacts_bucket=f"{prefix}artifacts", **settings)
     create_tables(client, prefix)
+    s3 = boto3.client("s3", region_name="us-east-1", config=Config(signature_version="s3v4"))
+    ensure_bucket(s3, cfg.artifacts_bucket)
+    keys = LocalTenantKeys(
+        boto3.client("kms", region_name="us-east-1"), cfg.tenant_key_alias_prefix
+    )
     clock = clock or FakeClock()
-    return build_services(cfg, client=client, clock=clock), client, clock
+    services = build_services(cfg, client=client, clock=clock, s3=s3, keys=keys)
+    return services, client, clock
 
 
 def make_service(

@@ -14,7 +14,15 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memvault import __version__
 from memvault.api.errors import error_response, internal_response, validation_response
-from memvault.api.routes import context, deletions, health, memories, runs, sessions
+from memvault.api.routes import (
+    artifacts,
+    context,
+    deletions,
+    health,
+    memories,
+    runs,
+    sessions,
+)
 from memvault.api.routes.health import PUBLIC_PATHS
 from memvault.config import get_settings
 from memvault.errors import MemvaultError, NotFound, PayloadTooLarge
@@ -33,6 +41,7 @@ app.include_router(deletions.router)
 app.include_router(sessions.router)
 app.include_router(runs.router)
 app.include_router(context.router)
+app.include_router(artifacts.router)
 app.include_router(health.router)
 
 

@@ -42,6 +42,10 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "run.operation": ("PUT", "/v1/runs/{run_id}/operations/{operation_id}"),
     "run.event": ("POST", "/v1/runs/{run_id}/events"),
     "context.assemble": ("POST", "/v1/subjects/{subject_id}/context"),
+    "artifact.start": ("POST", "/v1/subjects/{subject_id}/artifacts"),
+    "artifact.commit": ("POST", "/v1/subjects/{subject_id}/artifacts/{artifact_id}/commit"),
+    "artifact.get": ("GET", "/v1/subjects/{subject_id}/artifacts/{artifact_id}"),
+    "artifact.delete": ("DELETE", "/v1/subjects/{subject_id}/artifacts/{artifact_id}"),
     "health": ("GET", "/v1/health"),
 }
 _PARAM = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"

@@ -220,6 +220,7 @@ class CopyState(StrEnum):
 class DeletionScope(StrEnum):
     MEMORY = "memory"
     SUBJECT = "subject"
+    ARTIFACT = "artifact"
 
 
 class CopyStatus(BaseModel):

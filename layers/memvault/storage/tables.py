@@ -58,7 +58,21 @@ RUNS = TableSpec(
     ttl_attribute="ttl",
 )
 
-ALL_TABLES: tuple[TableSpec, ...] = (MEMORY, IDEMPOTENCY, AUDIT, DELETIONS, SESSIONS, RUNS)
+ARTIFACTS = TableSpec(
+    name="artifacts",
+    purpose="artifact metadata (state, sha256, pinned S3 version, references), upload receipts",
+    ttl_attribute="ttl",
+)
+
+ALL_TABLES: tuple[TableSpec, ...] = (
+    MEMORY,
+    IDEMPOTENCY,
+    AUDIT,
+    DELETIONS,
+    SESSIONS,
+    RUNS,
+    ARTIFACTS,
+)
 
 
 def physical_name(spec: TableSpec, prefix: str) -> str:

@@ -1,0 +1,62 @@
+"""Artifacts: large content in S3 under the tenant's key; metadata in DynamoDB."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from enum import StrEnum
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from memvault.models.memory import Sensitivity
+from memvault.models.types import RequestId
+
+
+class ArtifactState(StrEnum):
+    STAGED = "STAGED"
+    COMMITTED = "COMMITTED"
+    DELETED = "DELETED"
+
+
+class StartUpload(BaseModel):
+    """The body of ``POST /v1/subjects/{subject_id}/artifacts``."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    request_id: RequestId
+    media_type: str = Field(min_length=3, max_length=100, pattern=r"^[\w.+-]+/[\w.+-]+$")
+    size_bytes: int = Field(ge=1)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+    name: str | None = Field(default=None, min_length=1, max_length=200)
+    retention_days: int | None = Field(default=None, ge=1, le=3650)
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
+
+
+class Artifact(BaseModel):
+    artifact_id: str
+    subject_id: str
+    media_type: str
+    size_bytes: int
+    sha256: str
+    version: str | None
+    state: ArtifactState
+    name: str | None
+    sensitivity: Sensitivity
+    created_at: datetime
+    referenced_by: list[str]
+
+
+class Upload(BaseModel):
+    method: str = "PUT"
+    url: str
+    headers: dict[str, str]
+    expires_at: datetime
+
+
+class Download(BaseModel):
+    url: str
+    expires_at: datetime
+
+
+class ArtifactOut(Artifact):
+    upload: Upload | None = None
+    download: Download | None = None

@@ -1,0 +1,210 @@
+"""Artifacts: staged uploads to S3 (moto) under the tenant's KMS key, committed only when
+the bytes match, read by pinned version, swept when never committed.
+
+moto does not check ``x-amz-checksum-sha256`` on upload, expires no presigned URL, and
+accepts any encryption context on S3; so commit verifies the hash itself (tested here),
+URL lifetimes are tested by the URL's own expiry parameter, and the encryption-context
+binding is tested against KMS directly."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+from urllib.parse import parse_qs, urlparse
+
+import boto3
+import pytest
+import requests
+
+from memvault.errors import (
+    ArtifactReferenced,
+    ChecksumMismatch,
+    Forbidden,
+    MediaTypeNotAllowed,
+    NotFound,
+    PayloadTooLarge,
+    UploadIncomplete,
+)
+from memvault.models.access import Scope
+from memvault.models.artifact import ArtifactState, StartUpload
+from memvault.services.artifacts import ArtifactService
+from memvault.wiring import Services
+from tests.support.harness import FakeClock, ctx
+
+EVERYTHING = frozenset(Scope) - {Scope.SUBJECTS_ANY}
+DATA = b"tool result: 42 rows, all reconciled\n" * 100
+
+
+@pytest.fixture
+def artifacts(services: Services) -> ArtifactService:
+    return services.artifacts
+
+
+def me(tenant: str = "acme", subject: str = "u-1") -> Any:
+    return ctx(tenant, subject, scopes=EVERYTHING)
+
+
+def start(artifacts: ArtifactService, data: bytes = DATA, **extra: Any) -> Any:
+    body = StartUpload.model_validate(
+        {
+            "request_id": extra.pop("request_id", "up-1"),
+            "media_type": "text/plain",
+            "size_bytes": len(data),
+            "sha256": hashlib.sha256(data).hexdigest(),
+            **extra,
+        }
+    )
+    out, _ = artifacts.start(me(), "u-1", body)
+    return out
+
+
+def put(upload: Any, data: bytes) -> int:
+    return requests.put(upload.url, data=data, headers=upload.headers, timeout=10).status_code
+
+
+def test_upload_commit_and_read_back_the_exact_bytes(artifacts: ArtifactService) -> None:
+    staged = start(artifacts)
+    assert staged.state is ArtifactState.STAGED
+    assert staged.upload.headers["x-amz-server-side-encryption"] == "aws:kms"
+    assert put(staged.upload, DATA) == 200
+
+    committed = artifacts.commit(me(), "u-1", staged.artifact_id)
+    assert committed.state is ArtifactState.COMMITTED
+    read = artifacts.get(me(), "u-1", staged.artifact_id)
+    assert requests.get(read.download.url, timeout=10).content == DATA
+
+
+def test_the_object_is_encrypted_with_the_tenants_key(
+    artifacts: ArtifactService, services: Services
+) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    head = services.artifacts.s3.head_object(
+        Bucket="test-artifacts", Key=f"acme/u-1/{staged.artifact_id}"
+    )
+    assert head["ServerSideEncryption"] == "aws:kms"
+    assert head["SSEKMSKeyId"].endswith("alias/memvault/acme")
+
+
+@pytest.mark.parametrize("sent", [DATA[:-1], DATA[:-1] + b"X"], ids=["size", "hash"])
+def test_a_mismatch_is_refused_and_nothing_committed(
+    artifacts: ArtifactService, sent: bytes
+) -> None:
+    staged = start(artifacts)
+    put(staged.upload, sent)
+    with pytest.raises(ChecksumMismatch):
+        artifacts.commit(me(), "u-1", staged.artifact_id)
+    assert artifacts.get(me(), "u-1", staged.artifact_id).state is ArtifactState.STAGED
+    put(staged.upload, DATA)  # upload again and retry
+    assert artifacts.commit(me(), "u-1", staged.artifact_id).state is ArtifactState.COMMITTED
+
+
+def test_commit_before_any_upload_is_upload_incomplete(artifacts: ArtifactService) -> None:
+    staged = start(artifacts)
+    with pytest.raises(UploadIncomplete):
+        artifacts.commit(me(), "u-1", staged.artifact_id)
+
+
+def test_a_reupload_after_commit_does_not_change_what_is_read(artifacts: ArtifactService) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    artifacts.commit(me(), "u-1", staged.artifact_id)
+    assert put(staged.upload, b"replaced behind our back") == 200  # URL still valid
+    read = artifacts.get(me(), "u-1", staged.artifact_id)
+    assert requests.get(read.download.url, timeout=10).content == DATA
+
+
+def test_urls_are_short_lived(artifacts: ArtifactService) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    artifacts.commit(me(), "u-1", staged.artifact_id)
+    download = artifacts.get(me(), "u-1", staged.artifact_id).download
+    assert int(parse_qs(urlparse(download.url).query)["X-Amz-Expires"][0]) <= 300
+    assert int(parse_qs(urlparse(staged.upload.url).query)["X-Amz-Expires"][0]) <= 900
+
+
+def test_other_tenants_get_404_and_other_subjects_403(artifacts: ArtifactService) -> None:
+    staged = start(artifacts)
+    with pytest.raises(NotFound):
+        artifacts.get(me("globex"), "u-1", staged.artifact_id)
+    with pytest.raises(Forbidden):
+        artifacts.get(me("acme", "u-2"), "u-1", staged.artifact_id)
+
+
+def test_limits_are_clear_refusals(artifacts: ArtifactService) -> None:
+    with pytest.raises(PayloadTooLarge):
+        artifacts.start(
+            me(),
+            "u-1",
+            StartUpload(
+                request_id="big", media_type="text/plain", size_bytes=10**12, sha256="0" * 64
+            ),
+        )
+    with pytest.raises(MediaTypeNotAllowed):
+        artifacts.start(
+            me(),
+            "u-1",
+            StartUpload(
+                request_id="exe",
+                media_type="application/x-msdownload",
+                size_bytes=10,
+                sha256="0" * 64,
+            ),
+        )
+
+
+def test_a_referenced_artifact_is_not_deleted(artifacts: ArtifactService, ddb: Any) -> None:
+    staged = start(artifacts)
+    ddb.update_item(
+        TableName="test-artifacts",
+        Key={"pk": {"S": "acme#u-1"}, "sk": {"S": f"ART#{staged.artifact_id}"}},
+        UpdateExpression="ADD referenced_by :r",
+        ExpressionAttributeValues={":r": {"SS": ["memory:mem_1"]}},
+    )
+    with pytest.raises(ArtifactReferenced):
+        artifacts.delete(me(), "u-1", staged.artifact_id)
+
+
+def test_deleting_removes_every_object_version(artifacts: ArtifactService) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    artifacts.commit(me(), "u-1", staged.artifact_id)
+    put(staged.upload, b"second version")
+    job = artifacts.delete(me(), "u-1", staged.artifact_id)
+    assert job.status.value == "COMPLETED"
+    listing = artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/u-1/")
+    assert listing.get("Versions", []) == []
+    with pytest.raises(NotFound):
+        artifacts.get(me(), "u-1", staged.artifact_id)
+
+
+def test_an_orphaned_staged_upload_is_swept(artifacts: ArtifactService, clock: FakeClock) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)  # uploaded, never committed
+    kept = start(artifacts, request_id="up-2")
+    put(kept.upload, DATA)
+    artifacts.commit(me(), "u-1", kept.artifact_id)
+    clock.advance(days=2)
+    assert artifacts.sweep_staged() == 1
+    with pytest.raises(NotFound):
+        artifacts.get(me(), "u-1", staged.artifact_id)
+    assert artifacts.get(me(), "u-1", kept.artifact_id).state is ArtifactState.COMMITTED
+    keys = [
+        v["Key"]
+        for v in artifacts.s3.list_object_versions(Bucket="test-artifacts").get("Versions", [])
+    ]
+    assert keys == [f"acme/u-1/{kept.artifact_id}"]
+
+
+def test_a_tenant_key_refuses_another_tenants_encryption_context(services: Services) -> None:
+    alias = services.artifacts.keys.key_for("acme")
+    kms = boto3.client("kms", region_name="us-east-1")
+    blob = kms.encrypt(
+        KeyId=alias, Plaintext=b"secret bytes", EncryptionContext={"tenant_id": "acme"}
+    )["CiphertextBlob"]
+    with pytest.raises(kms.exceptions.InvalidCiphertextException):
+        kms.decrypt(CiphertextBlob=blob, EncryptionContext={"tenant_id": "globex"})
+    assert (
+        kms.decrypt(CiphertextBlob=blob, EncryptionContext={"tenant_id": "acme"})["Plaintext"]
+        == b"secret bytes"
+    )
