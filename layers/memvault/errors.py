@@ -100,6 +100,11 @@ class UploadIncomplete(MemvaultError):
     status = 409
 
 
+class ArtifactNotCommitted(MemvaultError):
+    code = "artifact_not_committed"
+    status = 422
+
+
 class ArtifactReferenced(MemvaultError):
     code = "artifact_referenced"
     status = 409
@@ -134,6 +139,7 @@ ALL_ERRORS: tuple[type[MemvaultError], ...] = (
     ChecksumMismatch,
     UploadIncomplete,
     ArtifactReferenced,
+    ArtifactNotCommitted,
     Throttled,
     InternalError,
 )

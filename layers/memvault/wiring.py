@@ -55,13 +55,6 @@ def build_services(
     ids = ids or RandomIds()
     db = Dynamo(client or dynamodb_client(settings), table_names(settings))
     repo = MemoryRepository(db)
-    runner = PurgeRunner(repo, clock, default_steps(repo, clock))
-    # Until the Step Functions pipeline exists, the purge runs in-process right after the
-    # tombstone commits; a failed step leaves the job FAILED and resumable.
-    memory = MemoryService(repo, settings, clock, ids, InlinePurgeLauncher(runner.run))
-    sessions = SessionService(db, settings, clock)
-    runs = RunService(db, settings, clock)
-    context = ContextAssembler(memory, sessions, runs, Cl100kCounter(), clock)
     artifacts = ArtifactService(
         db,
         s3
@@ -73,6 +66,13 @@ def build_services(
         clock,
         ids,
     )
+    runner = PurgeRunner(repo, clock, default_steps(repo, clock, artifacts))
+    # Until the Step Functions pipeline exists, the purge runs in-process right after the
+    # tombstone commits; a failed step leaves the job FAILED and resumable.
+    memory = MemoryService(repo, settings, clock, ids, InlinePurgeLauncher(runner.run))
+    sessions = SessionService(db, settings, clock)
+    runs = RunService(db, settings, clock)
+    context = ContextAssembler(memory, sessions, runs, Cl100kCounter(), clock)
     return Services(
         memory=memory, sessions=sessions, runs=runs, context=context, artifacts=artifacts
     )

@@ -67,6 +67,7 @@ def test_correct_history_conflict_delete_and_deletion_status() -> None:
     assert status.status == 200
     assert status.body["status"] == "COMPLETED"
     assert {c["copy"]: c["status"] for c in status.body["copies"]} == {
+        "artifacts": "NOT_APPLICABLE",
         "primary": "DONE",
         "versions": "DONE",
         "idempotency": "NOT_APPLICABLE",

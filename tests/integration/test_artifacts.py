@@ -208,3 +208,41 @@ def test_a_tenant_key_refuses_another_tenants_encryption_context(services: Servi
         kms.decrypt(CiphertextBlob=blob, EncryptionContext={"tenant_id": "acme"})["Plaintext"]
         == b"secret bytes"
     )
+
+
+def test_a_memory_may_reference_only_a_committed_artifact(services: Services) -> None:
+    from memvault.errors import ArtifactNotCommitted
+    from tests.support.harness import a_write
+
+    staged = start(services.artifacts)
+    with pytest.raises(ArtifactNotCommitted):
+        services.memory.write(me(), "u-1", a_write(artifact_id=staged.artifact_id))
+    assert services.memory.list_memories(me(), "u-1").items == []
+
+
+def test_a_shared_artifact_lives_until_its_last_reference_is_deleted(
+    services: Services,
+) -> None:
+    from tests.support.artifacts import committed_artifact
+    from tests.support.harness import a_write
+
+    artifact_id, _ = committed_artifact(services.artifacts, me(), "u-1", DATA)
+    first = services.memory.write(
+        me(), "u-1", a_write(request_id="m1", canonical_key="a", artifact_id=artifact_id)
+    ).memory
+    second = services.memory.write(
+        me(), "u-1", a_write(request_id="m2", canonical_key="b", artifact_id=artifact_id)
+    ).memory
+    assert len(services.artifacts.get(me(), "u-1", artifact_id).referenced_by) == 2
+
+    job = services.memory.delete(me(), "u-1", first.memory_id)
+    assert {c.name: c.status.value for c in job.copies}["artifacts"] == "DONE"
+    kept = services.artifacts.get(me(), "u-1", artifact_id)
+    assert kept.referenced_by == [f"memory:{second.chain_id}"]
+    assert requests.get(kept.download.url, timeout=10).content == DATA
+
+    services.memory.delete(me(), "u-1", second.memory_id)
+    with pytest.raises(NotFound):
+        services.artifacts.get(me(), "u-1", artifact_id)
+    listing = services.artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/")
+    assert listing.get("Versions", []) == []

@@ -28,6 +28,7 @@ def test_delete_blocks_every_version_and_purges_them(service: MemoryService, ddb
 
     assert job.status is DeletionState.COMPLETED
     assert copies(job) == {
+        "artifacts": CopyState.NOT_APPLICABLE,
         "primary": CopyState.DONE,
         "versions": CopyState.DONE,
         "idempotency": CopyState.NOT_APPLICABLE,
@@ -143,8 +144,9 @@ def test_a_failed_step_leaves_the_job_failed_with_its_reason_and_resumable(
     service, _, clock = env
     m = service.write(ctx(), "u-1", a_write(content="to be purged")).memory
     repo = service.repo
-    steps = default_steps(repo, clock)
-    steps[0] = FailingOnce(steps[0])
+    steps = default_steps(repo, clock, releaser=None)  # type: ignore[arg-type]
+    primary = next(i for i, s in enumerate(steps) if s.copy == "primary")
+    steps[primary] = FailingOnce(steps[primary])
     runner = PurgeRunner(repo, clock, steps)
     service.purge = type("Deferred", (), {"launch": lambda self, t, d: None})()
     job = service.delete(ctx(), "u-1", m.memory_id)
@@ -173,4 +175,9 @@ def test_deletion_status_is_tenant_and_subject_scoped(service: MemoryService) ->
     tenant_service = ctx("acme", None, scopes=frozenset(Scope))
     assert service.deletion_status(tenant_service, job.deletion_id).deletion_id == job.deletion_id
     public = job.public_view()
-    assert {c["copy"] for c in public["copies"]} == {"primary", "versions", "idempotency"}
+    assert {c["copy"] for c in public["copies"]} == {
+        "artifacts",
+        "primary",
+        "versions",
+        "idempotency",
+    }

@@ -9,6 +9,8 @@ from typing import Any
 import pytest
 
 from memvault.errors import (
+    ArtifactNotCommitted,
+    ArtifactReferenced,
     IdempotencyKeyReused,
     IllegalTransition,
     NotFound,
@@ -21,6 +23,7 @@ from memvault.models.access import Scope
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunEvent, RunStatus
 from memvault.services.runs import RunService
 from memvault.wiring import Services
+from tests.support.artifacts import committed_artifact
 from tests.support.harness import ctx
 
 SHA = "a" * 64
@@ -131,7 +134,9 @@ def test_the_history_keeps_every_version(runs: RunService) -> None:
         runs.version(me(), "run-1", 3)
 
 
-def test_a_large_payload_belongs_in_the_artifact_store(runs: RunService) -> None:
+def test_a_large_payload_belongs_in_the_artifact_store(
+    runs: RunService, services: Services
+) -> None:
     start(runs)
     with pytest.raises(PayloadTooLarge) as raised:
         runs.advance(
@@ -145,6 +150,9 @@ def test_a_large_payload_belongs_in_the_artifact_store(runs: RunService) -> None
             ),
         )
     assert "artifact" in raised.value.message
+
+    who = ctx(scopes=frozenset(Scope) - {Scope.SUBJECTS_ANY})
+    artifact_id, sha = committed_artifact(services.artifacts, who, "u-1", b"x" * 40_000)
     ok = runs.advance(
         me(),
         "run-1",
@@ -152,10 +160,35 @@ def test_a_large_payload_belongs_in_the_artifact_store(runs: RunService) -> None
             expected_version=2,
             status=RunStatus.RUNNING,
             step="tool",
-            artifact_refs=[{"artifact_id": "art-1", "sha256": SHA}],
+            artifact_refs=[{"artifact_id": artifact_id, "sha256": sha}],
         ),
     )  # type: ignore[list-item]
-    assert ok.artifact_refs[0].sha256 == SHA
+    assert ok.artifact_refs[0].sha256 == sha
+    assert len(ok.model_dump_json()) < 2_000
+    # The checkpoint now references the artifact: it cannot be deleted under the run.
+    with pytest.raises(ArtifactReferenced):
+        services.artifacts.delete(who, "u-1", artifact_id)
+
+
+def test_a_checkpoint_may_reference_only_a_committed_artifact_with_its_hash(
+    runs: RunService, services: Services
+) -> None:
+    start(runs)
+    who = ctx(scopes=frozenset(Scope) - {Scope.SUBJECTS_ANY})
+    artifact_id, sha = committed_artifact(services.artifacts, who, "u-1", b"result")
+    for ref in (
+        {"artifact_id": "art_" + "0" * 32, "sha256": sha},
+        {"artifact_id": artifact_id, "sha256": "f" * 64},
+    ):
+        with pytest.raises(ArtifactNotCommitted):
+            runs.advance(
+                me(),
+                "run-1",
+                Advance(
+                    expected_version=2, status=RunStatus.RUNNING, step="tool", artifact_refs=[ref]
+                ),
+            )  # type: ignore[list-item]
+    assert runs.get(me(), "run-1").version == 2  # nothing changed
 
 
 def test_operation_status_rules(runs: RunService) -> None:

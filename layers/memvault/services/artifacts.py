@@ -359,6 +359,43 @@ class ArtifactService:
         self.db.put("deletions", job_to_item(job))
         return job
 
+    def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool:
+        """Drop one reference (idempotent); delete the artifact when it was the last.
+        Returns whether the artifact was deleted."""
+        pk, sk = f"{tenant_id}#{subject_id}", f"ART#{artifact_id}"
+        try:
+            out = self.db.client.update_item(
+                TableName=self.db.names["artifacts"],
+                Key={"pk": {"S": pk}, "sk": {"S": sk}},
+                UpdateExpression="DELETE referenced_by :ref",
+                ConditionExpression="attribute_exists(pk)",
+                ExpressionAttributeValues={":ref": {"SS": [ref]}},
+                ReturnValues="ALL_NEW",
+            )
+        except self.db.client.exceptions.ConditionalCheckFailedException:
+            return False  # gone already
+        row = out["Attributes"]
+        if row.get("referenced_by") or row["state"]["S"] != ArtifactState.COMMITTED.value:
+            return False
+        try:
+            self.db.update(
+                "artifacts",
+                pk,
+                sk,
+                "SET #state = :deleted REMOVE #ttl",
+                names={"#state": "state", "#ttl": "ttl"},
+                values={":deleted": ArtifactState.DELETED.value},
+                condition="attribute_not_exists(referenced_by)",
+            )
+        except TransactionConflict:
+            return False  # referenced again meanwhile: it lives on
+        self._delete_object(row["s3_key"]["S"])
+        logger.info(
+            "artifact deleted with its last reference",
+            extra={"tenant_id": tenant_id, "artifact_id": artifact_id},
+        )
+        return True
+
     def _delete_object(self, key: str) -> int:
         bucket = self.settings.artifacts_bucket
         listing = self.s3.list_object_versions(Bucket=bucket, Prefix=key)

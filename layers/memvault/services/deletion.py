@@ -20,6 +20,7 @@ from memvault.storage.memory_repo import Chain, MemoryRepository
 
 #: Copies a new job starts with, and the state each starts in.
 INITIAL_COPIES: dict[str, tuple[CopyState, str | None]] = {
+    "artifacts": (CopyState.PENDING, None),
     "primary": (CopyState.PENDING, None),
     "versions": (CopyState.PENDING, None),
     "idempotency": (
@@ -50,6 +51,42 @@ def _chains_in_scope(repo: MemoryRepository, job: DeletionJob) -> tuple[list[Cha
     retired = int(job.target.removeprefix("epoch:"))
     _, chains = repo.subject_items(job.tenant_id, job.subject_id)
     return [c for c in chains if c.subject_epoch <= retired], retired
+
+
+class ArtifactReleaser(Protocol):
+    def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool: ...
+
+
+class ArtifactsStep:
+    """Release the references the chains in scope hold; an artifact whose last reference
+    goes is deleted with all its object versions. Runs before the versions are purged,
+    while they still name their artifacts."""
+
+    copy = "artifacts"
+
+    def __init__(self, repo: MemoryRepository, releaser: ArtifactReleaser) -> None:
+        self.repo = repo
+        self.releaser = releaser
+
+    def run(self, job: DeletionJob) -> StepResult:
+        chains, _ = _chains_in_scope(self.repo, job)
+        refs: set[tuple[str, str]] = set()
+        for chain in chains:
+            for version in self.repo.versions(job.tenant_id, job.subject_id, chain.versions):
+                if version.artifact_id:
+                    refs.add((version.artifact_id, f"memory:{chain.chain_id}"))
+        if not refs:
+            return StepResult(CopyState.NOT_APPLICABLE, "no artifact referenced")
+        deleted = sum(
+            self.releaser.release(job.tenant_id, job.subject_id, artifact, ref)
+            for artifact, ref in sorted(refs)
+        )
+        return StepResult(
+            CopyState.DONE,
+            f"{len(refs)} reference(s) released, "
+            f"{deleted} artifact(s) deleted with their last reference",
+            len(refs),
+        )
 
 
 class PrimaryStep:
@@ -132,8 +169,10 @@ class VersionsStep:
         return StepResult(CopyState.DONE, count=len(targets))
 
 
-def default_steps(repo: MemoryRepository, clock: Clock) -> list[PurgeStep]:
-    return [PrimaryStep(repo, clock), VersionsStep(repo, clock)]
+def default_steps(
+    repo: MemoryRepository, clock: Clock, releaser: ArtifactReleaser
+) -> list[PurgeStep]:
+    return [ArtifactsStep(repo, releaser), PrimaryStep(repo, clock), VersionsStep(repo, clock)]
 
 
 class PurgeRunner:

@@ -18,6 +18,7 @@ from typing import Any
 from memvault.clock import Clock, IdSource, iso
 from memvault.config import Settings
 from memvault.errors import (
+    ArtifactNotCommitted,
     IdempotencyKeyReused,
     NotFound,
     ValidationFailed,
@@ -168,6 +169,12 @@ class MemoryService:
                     if again is None:
                         raise
                     return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
+                if "artifact" in conflict.failed:
+                    raise ArtifactNotCommitted(
+                        "artifact_id must name a committed artifact of this subject; commit "
+                        "the upload first",
+                        {"artifact_id": cmd.artifact_id},
+                    ) from None
                 if "epoch" in conflict.failed:
                     # Forgetting the subject won the race: what was sent before it must
                     # not outlive it. Nothing was stored; the caller decides whether to

@@ -18,6 +18,7 @@ from typing import Any
 from memvault.clock import Clock, iso, parse_iso
 from memvault.config import Settings
 from memvault.errors import (
+    ArtifactNotCommitted,
     Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
@@ -42,6 +43,7 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
+from memvault.storage.artifact_refs import add_reference
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, to_item
 
 CHECKPOINT = "CHECKPOINT"
@@ -148,9 +150,34 @@ class RunService:
             if value is not None:
                 changes[field] = value
         updated = self._next(current, changes)
+        tx = Tx()
+        counted = {r.artifact_id for r in current.artifact_refs}
+        for ref in updated.artifact_refs:
+            if ref.artifact_id not in counted:
+                # Counted with the checkpoint that first references it, in one transaction.
+                tx.add(
+                    f"artifact:{ref.artifact_id}",
+                    add_reference(
+                        self.db.names["artifacts"],
+                        ctx.tenant_id,
+                        current.subject_id,
+                        ref.artifact_id,
+                        f"run:{run_id}",
+                        sha256=ref.sha256,
+                    ),
+                )
         try:
-            self._commit(ctx.tenant_id, updated, expected=current.version)
-        except TransactionConflict:
+            self._commit(ctx.tenant_id, updated, expected=current.version, tx=tx)
+        except TransactionConflict as conflict:
+            missing = sorted(
+                f.split(":", 1)[1] for f in conflict.failed if f.startswith("artifact:")
+            )
+            if missing:
+                raise ArtifactNotCommitted(
+                    "artifact_refs must name committed artifacts of the run's subject with "
+                    "the given sha256",
+                    {"artifact_ids": missing},
+                ) from None
             self._check_version(self._load(ctx, run_id), body.expected_version)
             raise VersionConflict("the run changed while advancing; re-read it") from None
         self._retain_if_finished(ctx.tenant_id, updated)

@@ -26,6 +26,7 @@ from memvault.models.memory import (
     SourceType,
 )
 from memvault.storage import keys
+from memvault.storage.artifact_refs import add_reference
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 
 LIVE = "live"
@@ -495,6 +496,17 @@ class MemoryRepository:
                         },
                     }
                 },
+            )
+        if m.artifact_id and (new.previous is None or new.previous.artifact_id != m.artifact_id):
+            tx.add(
+                "artifact",
+                add_reference(
+                    self.db.names["artifacts"],
+                    m.tenant_id,
+                    m.subject_id,
+                    m.artifact_id,
+                    f"memory:{m.chain_id}",
+                ),
             )
         tx.add("epoch", self._epoch_check(pk, m.subject_epoch))
         tx.add("audit", self._audit_put(new.audit, new.audit_expires_at))
