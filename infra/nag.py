@@ -87,6 +87,19 @@ def acknowledge(stack: MemvaultStack) -> None:
             "APIG3",
             "WAF is optional and billed per web ACL; enable it with --context enable_waf=true.",
         )
+    bucket = stack.get_logical_id(stack.data.artifacts.node.default_child)  # type: ignore[arg-type]
+    _ack(
+        stack.compute.functions["sweeper"],
+        f"IAM5[Resource::<{bucket}.Arn>/*]",
+        "The staged-upload sweeper serves every tenant by design; it may only delete "
+        "objects (never read them), and deletes only uploads never committed.",
+    )
+    if stack.deployment.silo_tenant:
+        _ack(
+            compute,
+            f"IAM5[Resource::<{bucket}.Arn>/{stack.deployment.silo_tenant}/*]",
+            "The silo tenant's own object prefix: the functions serve only that tenant.",
+        )
     isolation = stack.isolation
     if isolation.tenant_role is not None:
         _ack(

@@ -21,7 +21,10 @@ FUNCTIONS = {
     "api": {"memory": 1024, "timeout": Duration.seconds(15), "reserved": 100},
     "authorizer": {"memory": 512, "timeout": Duration.seconds(5), "reserved": 50},
     "direct": {"memory": 1024, "timeout": Duration.seconds(15), "reserved": 50},
+    "sweeper": {"memory": 512, "timeout": Duration.minutes(5), "reserved": 1},
 }
+#: How often staged uploads never committed are swept.
+SWEEP_SCHEDULE = Duration.hours(1)
 
 #: API Gateway stage throttling (all tenants together) and the default per-tenant plan.
 STAGE_RATE_LIMIT = 500

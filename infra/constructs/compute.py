@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+from aws_cdk import aws_events as events
+from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
 
@@ -59,8 +61,15 @@ class Compute(Construct):
         if deployment.silo_tenant:
             base["MEMVAULT_SILO_TENANT_ID"] = deployment.silo_tenant
         self.functions = {
-            name: self._function(name, base) for name in ("api", "authorizer", "direct")
+            name: self._function(name, base) for name in ("api", "authorizer", "direct", "sweeper")
         }
+        events.Rule(
+            self,
+            "SweepSchedule",
+            schedule=events.Schedule.rate(settings.SWEEP_SCHEDULE),
+            description="remove staged artifact uploads never committed",
+            targets=[targets.LambdaFunction(self.functions["sweeper"])],
+        )
 
     def _function(self, name: str, environment: dict[str, str]) -> lambda_.Function:
         limits = settings.FUNCTIONS[name]

@@ -44,18 +44,68 @@ class Isolation(Construct):
         super().__init__(scope, construct_id)
         self.tenant_role: iam.Role | None = None
         table_arns = [t.table_arn for t in tables.values()]
-        data_functions = [f for f in functions if f.node.id != "AuthorizerFunction"]
+        data_functions = [f for f in functions if f.node.id in ("ApiFunction", "DirectFunction")]
+        sweeper = next(f for f in functions if f.node.id == "SweeperFunction")
+        # The sweeper works across tenants by design: it only removes uploads never
+        # committed, and reads nothing but their keys.
+        sweeper.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="FindStagedUploads",
+                actions=["dynamodb:Scan", "dynamodb:DeleteItem"],
+                resources=[tables["artifacts"].table_arn],
+            )
+        )
+        sweeper.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ListStagedObjects",
+                actions=["s3:ListBucketVersions"],
+                resources=[bucket.bucket_arn],
+            )
+        )
+        sweeper.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="RemoveStagedObjects",
+                actions=["s3:DeleteObject", "s3:DeleteObjectVersion"],
+                resources=[bucket.arn_for_objects("*")],
+            )
+        )
+        table_key.grant_decrypt(sweeper)
         health = iam.PolicyStatement(
             actions=["dynamodb:DescribeTable"], resources=[tables["memory"].table_arn]
         )
         for fn in data_functions:
             fn.add_to_role_policy(health)
         if not pool:
+            ((tenant, key),) = tenant_keys.items()
             for fn in data_functions:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(actions=ITEM_ACTIONS, resources=table_arns)
                 )
                 table_key.grant_encrypt_decrypt(fn)
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="TenantObjects",
+                        actions=OBJECT_ACTIONS,
+                        resources=[bucket.arn_for_objects(f"{tenant}/*")],
+                    )
+                )
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="TenantObjectVersions",
+                        actions=["s3:ListBucketVersions"],
+                        resources=[bucket.bucket_arn],
+                    )
+                )
+                fn.add_to_role_policy(
+                    iam.PolicyStatement(
+                        sid="TenantKeyContext",
+                        actions=CRYPTO_ACTIONS,
+                        resources=[key.key_arn],
+                        conditions={
+                            "StringEquals": {f"kms:EncryptionContext:{settings.TENANT_TAG}": tenant}
+                        },
+                    )
+                )
             return
         role = iam.Role(
             self,

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import boto3
+from botocore.config import Config
 
 from memvault.clock import Clock, SystemClock
 from memvault.config import Settings
@@ -52,15 +53,19 @@ class TenantScopedServices:
             DurationSeconds=SESSION_SECONDS,
             Tags=[{"Key": TENANT_TAG, "Value": tenant_id}],
         )["Credentials"]
-        client = boto3.client(
-            "dynamodb",
-            region_name=self.settings.aws_region,
-            endpoint_url=self.settings.dynamodb_endpoint,
+        session = boto3.Session(
             aws_access_key_id=credentials["AccessKeyId"],
             aws_secret_access_key=credentials["SecretAccessKey"],
             aws_session_token=credentials["SessionToken"],
+            region_name=self.settings.aws_region,
         )
-        services = build_services(self.settings, client=client, clock=self.clock)
+        # Both DynamoDB and S3 (and through S3, KMS) run on the tenant's session.
+        services = build_services(
+            self.settings,
+            client=session.client("dynamodb", endpoint_url=self.settings.dynamodb_endpoint),
+            s3=session.client("s3", config=Config(signature_version="s3v4")),
+            clock=self.clock,
+        )
         self._cache[tenant_id] = _Scoped(services, credentials["Expiration"])
         logger.info("tenant session assumed", extra={"tenant_id": tenant_id})
         return services

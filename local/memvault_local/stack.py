@@ -19,7 +19,7 @@ import os
 import signal
 import socket
 import threading
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any, TextIO
@@ -105,13 +105,15 @@ def _start_moto(host: str, port: int) -> BaseWSGIServer:
     return make_server(host, port, app, threaded=False, request_handler=_QuietHandler)
 
 
-def _sweep_in_background(sweeper: TtlSweeper, stop: threading.Event) -> None:
-    """Play DynamoDB TTL, which neither moto nor DynamoDB Local runs."""
+def _sweep_in_background(sweeps: list[Callable[[], int]], stop: threading.Event) -> None:
+    """Play DynamoDB TTL (which neither moto nor DynamoDB Local runs) and the scheduled
+    sweep of staged uploads never committed."""
 
     def loop() -> None:
         while not stop.wait(SWEEP_SECONDS):
-            with contextlib.suppress(Exception):  # the next round retries
-                sweeper.sweep()
+            for sweep in sweeps:
+                with contextlib.suppress(Exception):  # the next round retries
+                    sweep()
 
     threading.Thread(target=loop, name="ttl-sweeper", daemon=True).start()
 
@@ -210,10 +212,15 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
             boto3.client("kms", region_name=settings.aws_region, endpoint_url=endpoint),
             settings.tenant_key_alias_prefix,
         )
-    deps.use(build_services(settings, client=client, keys=keys))
+    services = build_services(settings, client=client, keys=keys)
+    deps.use(services)
     stop_sweeping = threading.Event()
     if not real_aws:
-        _sweep_in_background(TtlSweeper(client, settings.table_prefix), stop_sweeping)
+        ttl = TtlSweeper(client, settings.table_prefix)
+        # Staged uploads first: their objects go before TTL removes the rows naming them.
+        sweeps: list[Callable[[], int]] = [services.artifacts.sweep_staged] if servers else []
+        sweeps.append(ttl.sweep)
+        _sweep_in_background(sweeps, stop_sweeping)
 
     key = DevKey.load_or_create(home)
     api = make_server(

@@ -42,7 +42,7 @@ def test_production_tables_are_protected_and_retained(pool_production: Synth) ->
 def test_functions_are_arm64_current_python_traced_with_bounded_logs(silo: Synth) -> None:
     functions = silo.resources("AWS::Lambda::Function")
     ours = {k: v for k, v in functions.items() if k.startswith("Compute")}
-    assert len(ours) == 3
+    assert len(ours) == 4  # api, authorizer, direct, sweeper
     for fn in ours.values():
         props = fn["Properties"]
         assert props["Architectures"] == ["arm64"]
@@ -190,3 +190,18 @@ def test_silo_fixes_its_tenant_in_configuration(silo: Synth) -> None:
 
 def _list(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
+
+
+def test_staged_uploads_are_swept_on_a_schedule(silo: Synth) -> None:
+    rules = silo.resources("AWS::Events::Rule")
+    assert [r["Properties"]["ScheduleExpression"] for r in rules.values()] == ["rate(1 hour)"]
+    target = next(iter(rules.values()))["Properties"]["Targets"][0]["Arn"]["Fn::GetAtt"][0]
+    assert target.startswith("ComputeSweeperFunction")
+
+
+def test_silo_functions_reach_only_their_tenants_objects_and_key_context(silo: Synth) -> None:
+    api = statements(silo, "ComputeApiFunction")
+    objects = next(s for s in api if s.get("Sid") == "TenantObjects")
+    assert objects["Resource"]["Fn::Join"][1][-1] == "/acme/*"
+    key = next(s for s in api if s.get("Sid") == "TenantKeyContext")
+    assert key["Condition"] == {"StringEquals": {"kms:EncryptionContext:tenant_id": "acme"}}
