@@ -25,7 +25,15 @@ ITEM_ACTIONS = [
     "dynamodb:BatchWriteItem",
     "dynamodb:ConditionCheckItem",
 ]
-OBJECT_ACTIONS = ["s3:GetObject", "s3:GetObjectVersion", "s3:PutObject", "s3:DeleteObject"]
+OBJECT_ACTIONS = [
+    "s3:GetObject",
+    "s3:GetObjectVersion",
+    "s3:PutObject",
+    "s3:DeleteObject",
+    "s3:DeleteObjectVersion",
+]
+#: Listing (needed to tell a missing object from a forbidden one, and to find versions).
+LIST_ACTIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
 
 
 class Isolation(Construct):
@@ -58,7 +66,7 @@ class Isolation(Construct):
         sweeper.add_to_role_policy(
             iam.PolicyStatement(
                 sid="ListStagedObjects",
-                actions=["s3:ListBucketVersions"],
+                actions=LIST_ACTIONS,
                 resources=[bucket.bucket_arn],
             )
         )
@@ -91,9 +99,10 @@ class Isolation(Construct):
                 )
                 fn.add_to_role_policy(
                     iam.PolicyStatement(
-                        sid="TenantObjectVersions",
-                        actions=["s3:ListBucketVersions"],
+                        sid="TenantObjectListing",
+                        actions=LIST_ACTIONS,
                         resources=[bucket.bucket_arn],
+                        conditions={"StringLike": {"s3:prefix": [f"{tenant}/*"]}},
                     )
                 )
                 fn.add_to_role_policy(
@@ -150,6 +159,14 @@ class Isolation(Construct):
                 sid="OwnObjectsOnly",
                 actions=OBJECT_ACTIONS,
                 resources=[bucket.arn_for_objects(f"{TAG}/*")],
+            )
+        )
+        role.add_to_policy(
+            iam.PolicyStatement(
+                sid="OwnObjectListingOnly",
+                actions=LIST_ACTIONS,
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [f"{TAG}/*"]}},
             )
         )
         role.add_to_policy(

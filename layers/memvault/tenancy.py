@@ -45,7 +45,12 @@ class TenantScopedServices:
     def for_tenant(self, tenant_id: str) -> Services:
         now = self.clock.now()
         cached = self._cache.get(tenant_id)
-        if cached is not None and cached.expires_at - RENEW_BEFORE > now:
+        # A URL presigned with these credentials dies with them: renew while the longest
+        # URL we hand out would still outlive the session.
+        margin = RENEW_BEFORE + timedelta(
+            seconds=max(self.settings.upload_url_seconds, self.settings.download_url_seconds)
+        )
+        if cached is not None and cached.expires_at - margin > now:
             return cached.services
         credentials = self.sts.assume_role(
             RoleArn=self.settings.tenant_role_arn,

@@ -159,6 +159,20 @@ def test_a_tenant_session_reaches_its_own_objects_only(world: World) -> None:
     assert (own, other) == ("Allowed", "ImplicitlyDenied")
 
 
+def test_a_tenant_session_lists_and_removes_only_its_own_objects(world: World) -> None:
+    answers = _run(
+        [
+            world.simulation(
+                "s3:ListBucketVersions", world.bucket, {"s3:prefix": "acme/u-1/art_1"}
+            ),
+            world.simulation("s3:ListBucketVersions", world.bucket, {"s3:prefix": "globex/u-1/"}),
+            world.simulation("s3:DeleteObjectVersion", f"{world.bucket}/acme/u-1/art_1", {}),
+            world.simulation("s3:DeleteObjectVersion", f"{world.bucket}/globex/u-1/art_1", {}),
+        ]
+    )
+    assert answers == ["Allowed", "ImplicitlyDenied", "Allowed", "ImplicitlyDenied"]
+
+
 def test_no_tenant_key_decrypts_without_an_encryption_context(world: World) -> None:
     """What the evaluator can judge of KMS. iam-simulate 0.1.173 ignores the context key
     ``kms:EncryptionContext:tenant_id`` (it matches variable condition keys only of the

@@ -246,3 +246,88 @@ def test_a_shared_artifact_lives_until_its_last_reference_is_deleted(
         services.artifacts.get(me(), "u-1", artifact_id)
     listing = services.artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/")
     assert listing.get("Versions", []) == []
+
+
+def test_an_upload_window_that_closed_cannot_be_committed_and_is_swept(
+    artifacts: ArtifactService, clock: FakeClock
+) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    clock.advance(days=2)
+    with pytest.raises(UploadIncomplete, match="window"):
+        artifacts.commit(me(), "u-1", staged.artifact_id)
+    assert artifacts.sweep_staged() == 1
+
+
+def test_the_sweeper_never_removes_an_artifact_committed_after_its_scan(
+    artifacts: ArtifactService, clock: FakeClock
+) -> None:
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    real_scan = artifacts.db.client.scan
+
+    def scan_then_commit(**kwargs: Any) -> Any:
+        page = real_scan(**kwargs)  # sees the row as STAGED and expired...
+        artifacts.db.update(  # ...and the commit lands before the sweeper acts
+            "artifacts",
+            "acme#u-1",
+            f"ART#{staged.artifact_id}",
+            "SET #s = :c, s3_version = :v REMOVE staged_until",
+            names={"#s": "state"},
+            values={":c": "COMMITTED", ":v": "v1"},
+        )
+        return page
+
+    clock.advance(days=2)
+    artifacts.db.client.scan = scan_then_commit
+    assert artifacts.sweep_staged() == 0
+    assert artifacts.s3.list_object_versions(Bucket="test-artifacts").get("Versions")
+
+
+def test_forgetting_a_subject_deletes_their_artifacts(services: Services) -> None:
+    from tests.support.artifacts import committed_artifact
+
+    artifact_id, _ = committed_artifact(services.artifacts, me(), "u-1", DATA)
+    job = services.memory.forget(me(), "u-1")
+    assert {c.name: c.status.value for c in job.copies}["artifacts"] == "DONE"
+    with pytest.raises(NotFound):
+        services.artifacts.get(me(), "u-1", artifact_id)
+    listing = services.artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/")
+    assert listing.get("Versions", []) == []
+
+
+def test_a_delete_that_loses_to_a_new_reference_is_409(services: Services) -> None:
+    from tests.support.artifacts import committed_artifact
+    from tests.support.harness import a_write
+
+    artifact_id, _ = committed_artifact(services.artifacts, me(), "u-1", DATA)
+    real_row = services.artifacts._row
+
+    def row_then_reference(*args: Any) -> Any:
+        row = real_row(*args)  # read with no references...
+        services.memory.write(me(), "u-1", a_write(artifact_id=artifact_id))  # ...then one
+        return row
+
+    services.artifacts._row = row_then_reference  # type: ignore[method-assign]
+    with pytest.raises(ArtifactReferenced):
+        services.artifacts.delete(me(), "u-1", artifact_id)
+    services.artifacts._row = real_row  # type: ignore[method-assign]
+    assert services.artifacts.get(me(), "u-1", artifact_id).state is ArtifactState.COMMITTED
+
+
+def test_a_reference_from_a_version_gone_by_ttl_is_still_released(
+    services: Services, ddb: Any
+) -> None:
+    from tests.support.artifacts import committed_artifact
+    from tests.support.harness import a_write
+
+    artifact_id, _ = committed_artifact(services.artifacts, me(), "u-1", DATA)
+    v1 = services.memory.write(me(), "u-1", a_write(artifact_id=artifact_id)).memory
+    v2 = services.memory.write(me(), "u-1", a_write(request_id="r2", content="newer")).memory
+    # DynamoDB TTL removed the old version that named the artifact.
+    ddb.delete_item(
+        TableName="test-memory", Key={"pk": {"S": "acme#u-1"}, "sk": {"S": f"MEM#{v1.memory_id}"}}
+    )
+    services.memory.delete(me(), "u-1", v2.memory_id)
+    with pytest.raises(NotFound):
+        services.artifacts.get(me(), "u-1", artifact_id)

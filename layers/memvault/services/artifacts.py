@@ -135,7 +135,8 @@ class ArtifactService:
             "retention_days": body.retention_days,
             "created_at": iso(now),
             "created_by": ctx.principal,
-            "ttl": staged_until,
+            # Not the table's TTL attribute: DynamoDB would drop the row and leave the object.
+            "staged_until": staged_until,
         }
         tx = Tx()
         tx.add(
@@ -234,6 +235,10 @@ class ArtifactService:
         row = self._row(ctx, subject_id, artifact_id)
         if row["state"] == ArtifactState.COMMITTED:
             return self._out(row)
+        if int(row.get("staged_until", 0)) < int(self.clock.now().timestamp()):
+            raise UploadIncomplete(
+                "the upload window has closed; start a new upload", {"artifact_id": artifact_id}
+            )
         bucket = self.settings.artifacts_bucket
         try:
             head = self.s3.head_object(Bucket=bucket, Key=row["s3_key"])
@@ -268,8 +273,9 @@ class ArtifactService:
                 "artifacts",
                 row["pk"],
                 row["sk"],
-                "SET #state = :committed, s3_version = :v, committed_at = :now, #ttl = :ttl",
-                names={"#state": "state", "#ttl": "ttl"},
+                "SET #state = :committed, s3_version = :v, committed_at = :now, "
+                "retain_until = :ttl REMOVE staged_until",
+                names={"#state": "state"},
                 values={
                     ":committed": ArtifactState.COMMITTED.value,
                     ":v": version,
@@ -327,15 +333,15 @@ class ArtifactService:
                 {"referenced_by": sorted(row["referenced_by"])},
             )
         now = self.clock.now()
-        self.db.update(
-            "artifacts",
-            row["pk"],
-            row["sk"],
-            "SET #state = :deleted REMOVE #ttl",
-            names={"#state": "state", "#ttl": "ttl"},
-            values={":deleted": ArtifactState.DELETED.value},
-            condition="attribute_not_exists(referenced_by)",
-        )
+        try:
+            self._mark_deleted(row)
+        except TransactionConflict:
+            raise ArtifactReferenced(
+                "a record referenced this artifact while it was being deleted; it stays",
+                {"artifact_id": artifact_id},
+            ) from None
+        # If this fails midway the row already says DELETED (never served again) and the
+        # sweeper removes what is left of the object.
         removed = self._delete_object(row["s3_key"])
         job = DeletionJob(
             deletion_id=self.ids.new_id("del"),
@@ -382,8 +388,8 @@ class ArtifactService:
                 "artifacts",
                 pk,
                 sk,
-                "SET #state = :deleted REMOVE #ttl",
-                names={"#state": "state", "#ttl": "ttl"},
+                "SET #state = :deleted",
+                names={"#state": "state"},
                 values={":deleted": ArtifactState.DELETED.value},
                 condition="attribute_not_exists(referenced_by)",
             )
@@ -396,14 +402,47 @@ class ArtifactService:
         )
         return True
 
+    def _mark_deleted(self, row: dict[str, Any]) -> None:
+        self.db.update(
+            "artifacts",
+            row["pk"],
+            row["sk"],
+            "SET #state = :deleted",
+            names={"#state": "state"},
+            values={":deleted": ArtifactState.DELETED.value},
+            condition="attribute_not_exists(referenced_by)",
+        )
+
+    def forget_subject(self, tenant_id: str, subject_id: str) -> int:
+        """Forgetting a subject deletes every artifact of theirs, referenced or not."""
+        removed = 0
+        pk = f"{tenant_id}#{subject_id}"
+        for row in list(self.db.query_all("artifacts", pk, "ART#")):
+            if row["state"] != ArtifactState.DELETED.value:
+                self.db.update(
+                    "artifacts",
+                    pk,
+                    row["sk"],
+                    "SET #state = :deleted REMOVE referenced_by",
+                    names={"#state": "state"},
+                    values={":deleted": ArtifactState.DELETED.value},
+                )
+            self._delete_object(row["s3_key"])
+            removed += 1
+        return removed
+
     def _delete_object(self, key: str) -> int:
+        """Remove every version and delete marker of one object key; returns how many."""
         bucket = self.settings.artifacts_bucket
-        listing = self.s3.list_object_versions(Bucket=bucket, Prefix=key)
-        entries = listing.get("Versions", []) + listing.get("DeleteMarkers", [])
-        for entry in entries:
-            if entry["Key"] == key:
-                self.s3.delete_object(Bucket=bucket, Key=key, VersionId=entry["VersionId"])
-        return len(entries)
+        removed = 0
+        for page in self.s3.get_paginator("list_object_versions").paginate(
+            Bucket=bucket, Prefix=key
+        ):
+            for entry in page.get("Versions", []) + page.get("DeleteMarkers", []):
+                if entry["Key"] == key:
+                    self.s3.delete_object(Bucket=bucket, Key=key, VersionId=entry["VersionId"])
+                    removed += 1
+        return removed
 
     def sweep_staged(self, now: datetime | None = None) -> int:
         """Remove uploads staged and never committed within their bound, objects included."""
@@ -411,24 +450,46 @@ class ArtifactService:
         swept = 0
         kwargs: dict[str, Any] = {
             "TableName": self.db.names["artifacts"],
-            "FilterExpression": "#state = :staged AND #ttl < :now",
-            "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
+            # Expired staged uploads, and deleted artifacts whose objects may remain.
+            "FilterExpression": "(#state = :staged AND staged_until < :now) OR #state = :deleted",
+            "ExpressionAttributeNames": {"#state": "state"},
             "ExpressionAttributeValues": {
                 ":staged": {"S": ArtifactState.STAGED.value},
+                ":deleted": {"S": ArtifactState.DELETED.value},
                 ":now": {"N": str(cutoff)},
             },
         }
         while True:
             page = self.db.client.scan(**kwargs)
             for item in page["Items"]:
-                self._delete_object(item["s3_key"]["S"])
-                self.db.client.delete_item(
-                    TableName=self.db.names["artifacts"], Key={"pk": item["pk"], "sk": item["sk"]}
-                )
-                swept += 1
+                swept += self._sweep_one(item, cutoff)
             if "LastEvaluatedKey" not in page:
                 return swept
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def _sweep_one(self, item: dict[str, Any], cutoff: int) -> int:
+        key = {"pk": item["pk"], "sk": item["sk"]}
+        table = self.db.names["artifacts"]
+        if item["state"]["S"] == ArtifactState.STAGED.value:
+            # Claim the row first: a commit that wins the race keeps its artifact.
+            try:
+                self.db.client.update_item(
+                    TableName=table,
+                    Key=key,
+                    UpdateExpression="SET #state = :deleted",
+                    ConditionExpression="#state = :staged AND staged_until < :now",
+                    ExpressionAttributeNames={"#state": "state"},
+                    ExpressionAttributeValues={
+                        ":deleted": {"S": ArtifactState.DELETED.value},
+                        ":staged": {"S": ArtifactState.STAGED.value},
+                        ":now": {"N": str(cutoff)},
+                    },
+                )
+            except self.db.client.exceptions.ConditionalCheckFailedException:
+                return 0
+        self._delete_object(item["s3_key"]["S"])
+        self.db.client.delete_item(TableName=table, Key=key)
+        return 1
 
     # ---------------------------------------------------------------- helpers
 

@@ -56,6 +56,8 @@ def _chains_in_scope(repo: MemoryRepository, job: DeletionJob) -> tuple[list[Cha
 class ArtifactReleaser(Protocol):
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool: ...
 
+    def forget_subject(self, tenant_id: str, subject_id: str) -> int: ...
+
 
 class ArtifactsStep:
     """Release the references the chains in scope hold; an artifact whose last reference
@@ -69,12 +71,17 @@ class ArtifactsStep:
         self.releaser = releaser
 
     def run(self, job: DeletionJob) -> StepResult:
+        if job.scope is DeletionScope.SUBJECT:
+            gone = self.releaser.forget_subject(job.tenant_id, job.subject_id)
+            return StepResult(
+                CopyState.DONE if gone else CopyState.NOT_APPLICABLE,
+                f"{gone} artifact(s) of the subject deleted",
+                gone,
+            )
         chains, _ = _chains_in_scope(self.repo, job)
-        refs: set[tuple[str, str]] = set()
-        for chain in chains:
-            for version in self.repo.versions(job.tenant_id, job.subject_id, chain.versions):
-                if version.artifact_id:
-                    refs.add((version.artifact_id, f"memory:{chain.chain_id}"))
+        # The chain head keeps every artifact its versions ever named, so a version
+        # removed by TTL before the delete cannot leave a reference behind.
+        refs = {(a, f"memory:{c.chain_id}") for c in chains for a in c.artifact_ids}
         if not refs:
             return StepResult(CopyState.NOT_APPLICABLE, "no artifact referenced")
         deleted = sum(

@@ -50,6 +50,8 @@ class Chain:
     deletion_id: str | None
     #: The chain's TTL: never earlier than its longest-lived version's expiry.
     ttl: int | None = None
+    #: Every artifact any version of the chain referenced.
+    artifact_ids: tuple[str, ...] = ()
 
     @property
     def live(self) -> bool:
@@ -163,6 +165,7 @@ def chain_from_item(item: dict[str, Any]) -> Chain:
         subject_epoch=item.get("subject_epoch", 0),
         deletion_id=item.get("deletion_id"),
         ttl=item.get("ttl"),
+        artifact_ids=tuple(sorted(item.get("artifact_ids") or ())),
     )
 
 
@@ -413,6 +416,7 @@ class MemoryRepository:
                                 "current_version": m.version,
                                 "versions": [m.memory_id],
                                 "pointer_sk": new.pointer_sk,
+                                "artifact_ids": {m.artifact_id} if m.artifact_id else None,
                                 "subject_epoch": m.subject_epoch,
                                 "created_at": iso(m.created_at),
                                 "updated_at": iso(m.updated_at),
@@ -449,6 +453,10 @@ class MemoryRepository:
                     }
                 },
             )
+            if m.artifact_id:
+                update = tx.items[-1]["Update"]
+                update["UpdateExpression"] += " ADD artifact_ids :aid"
+                update["ExpressionAttributeValues"][":aid"] = {"SS": [m.artifact_id]}
         if new.pointer_sk is not None:
             pointer_item = to_item(
                 {
