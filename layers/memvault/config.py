@@ -7,6 +7,7 @@ reads the environment.
 from __future__ import annotations
 
 from functools import lru_cache
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -100,6 +101,26 @@ class Settings(BaseSettings):
     download_url_seconds: int = Field(default=300, ge=10, le=300)
     #: Staged uploads never committed are swept after this long.
     staged_upload_seconds: int = Field(default=86_400, ge=600)
+    #: Recall's search index: ``opensearch`` (``search_endpoint``; SigV4 unless
+    #: ``search_auth`` is ``none``) or ``embedded`` (local mode: exact k-NN plus BM25 in
+    #: process, persisted under ``index_dir``).
+    search_backend: Literal["opensearch", "embedded"] = "opensearch"
+    search_endpoint: str | None = None
+    search_auth: Literal["sigv4", "none"] = "sigv4"
+    #: Read alias of the memory index; each physical index behind it is named
+    #: ``<alias>--<model>-<version>`` so that a new embedding model builds a new index.
+    search_alias: str = Field(default="memvault-memories", pattern=r"^[a-z0-9][a-z0-9_-]{0,80}$")
+    index_dir: str | None = None
+    #: The embedder: ``titan-v2`` (Amazon Bedrock, the AWS default), ``minilm`` (local
+    #: all-MiniLM-L6-v2 on numpy) or ``hashing`` (deterministic, for unit tests only).
+    embedding_model: Literal["titan-v2", "minilm", "hashing"] = "titan-v2"
+    bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
+    #: Titan V2 output size (256, 512 or 1024).
+    titan_dimensions: Literal[256, 512, 1024] = 512
+    #: Recall: candidates taken from each of the keyword and vector lists, and the
+    #: smallest fused relevance kept (below it a memory is unrelated to the query).
+    recall_candidates: int = Field(default=40, ge=10, le=200)
+    recall_relevance_floor: float = Field(default=0.3, ge=0.0, le=1.0)
     #: Per-tenant overrides, as JSON: ``{"acme": {"session_idle_seconds": 600}}``.
     tenant_policies: dict[str, TenantPolicy] = Field(default_factory=dict)
 
