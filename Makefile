@@ -5,10 +5,10 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit lint format typecheck synth synth-pool clean
+.PHONY: help install run test unit lint format typecheck synth synth-pool clean opensearch opensearch-stop
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-10s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
 	$(PYTHON) -m venv $(VENV)
@@ -50,6 +50,12 @@ synth: $(STAMP) ## synthesize a silo stack (TENANT=...) into cdk.out/, with cdk-
 synth-pool: $(STAMP) ## synthesize the pool stack for TENANTS_FILE into cdk.out/
 	$(CDK_ENV) CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON='{"mode": "pool", "tenants_file": "$(TENANTS_FILE)"}' $(BIN)/python -m infra.app
 	@ls cdk.out/*.template.json
+
+opensearch: ## start a local single-node OpenSearch on 127.0.0.1:9200 (downloaded once from Maven Central)
+	@bash scripts/opensearch.sh start
+
+opensearch-stop: ## stop the local OpenSearch started by `make opensearch`
+	@bash scripts/opensearch.sh stop
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
 

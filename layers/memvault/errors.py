@@ -115,6 +115,13 @@ class Throttled(MemvaultError):
     status = 429
 
 
+class SearchUnavailable(MemvaultError):
+    """Recall's search index is not configured or does not answer; retry later."""
+
+    code = "search_unavailable"
+    status = 503
+
+
 class InternalError(MemvaultError):
     """An unexpected fault. Carries a correlation id only, never the cause's text."""
 
@@ -141,5 +148,6 @@ ALL_ERRORS: tuple[type[MemvaultError], ...] = (
     ArtifactReferenced,
     ArtifactNotCommitted,
     Throttled,
+    SearchUnavailable,
     InternalError,
 )

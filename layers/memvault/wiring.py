@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,10 +11,14 @@ from botocore.config import Config
 
 from memvault.clock import Clock, IdSource, RandomIds, SystemClock
 from memvault.config import Settings, get_settings
+from memvault.embeddings import Embedder, embedder_from_settings
+from memvault.indexing.indexer import Indexer
+from memvault.search.backend import SearchIndex
 from memvault.services.artifacts import AliasKeys, ArtifactService, TenantKeys
-from memvault.services.context import ContextAssembler
+from memvault.services.context import ContextAssembler, CurrentMemories, RecallOrCurrent
 from memvault.services.deletion import InlinePurgeLauncher, PurgeRunner, default_steps
 from memvault.services.memory import MemoryService
+from memvault.services.recall import RecallService
 from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
@@ -32,6 +37,41 @@ def dynamodb_client(settings: Settings) -> Any:
     )
 
 
+_EMBEDDED: dict[tuple[str | None, str], SearchIndex] = {}
+_EMBEDDED_LOCK = threading.Lock()
+
+
+def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
+    """The configured index for this embedder's model, or ``None`` when none is configured."""
+    if settings.search_backend == "embedded":
+        from memvault.search.embedded import EmbeddedIndex
+
+        name = f"{settings.search_alias}--{embedder.slug}"
+        # One instance per process: the local stack's indexer and its API share it.
+        with _EMBEDDED_LOCK:
+            index = _EMBEDDED.get((settings.index_dir, name))
+            if index is None:
+                index = EmbeddedIndex(name, settings.index_dir)
+                _EMBEDDED[(settings.index_dir, name)] = index
+        return index
+    if not settings.search_endpoint:
+        return None
+    from memvault.search.opensearch import OpenSearchIndex, opensearch_client
+
+    return OpenSearchIndex(
+        opensearch_client(
+            settings.search_endpoint,
+            region=settings.aws_region,
+            sigv4=settings.search_auth == "sigv4",
+        ),
+        settings.search_alias,
+        model_slug=embedder.slug,
+        model_id=embedder.model_id,
+        model_version=embedder.model_version,
+        dimensions=embedder.dimensions,
+    )
+
+
 @dataclass(frozen=True)
 class Services:
     memory: MemoryService
@@ -39,6 +79,7 @@ class Services:
     runs: RunService
     context: ContextAssembler
     artifacts: ArtifactService
+    recall: RecallService
 
 
 def build_services(
@@ -49,6 +90,8 @@ def build_services(
     ids: IdSource | None = None,
     s3: Any = None,
     keys: TenantKeys | None = None,
+    search: SearchIndex | None = None,
+    embedder: Embedder | None = None,
 ) -> Services:
     settings = settings or get_settings()
     clock = clock or SystemClock()
@@ -72,10 +115,46 @@ def build_services(
     memory = MemoryService(repo, settings, clock, ids, InlinePurgeLauncher(runner.run))
     sessions = SessionService(db, settings, clock)
     runs = RunService(db, settings, clock)
-    context = ContextAssembler(memory, sessions, runs, Cl100kCounter(), clock)
-    return Services(
-        memory=memory, sessions=sessions, runs=runs, context=context, artifacts=artifacts
+    embedder = embedder or embedder_from_settings(settings)
+    recall = RecallService(
+        repo, search or search_index(settings, embedder), embedder, settings, clock
     )
+    context = ContextAssembler(
+        memory,
+        sessions,
+        runs,
+        Cl100kCounter(),
+        clock,
+        RecallOrCurrent(recall, CurrentMemories(memory)),
+    )
+    return Services(
+        memory=memory,
+        sessions=sessions,
+        runs=runs,
+        context=context,
+        artifacts=artifacts,
+        recall=recall,
+    )
+
+
+def build_indexer(
+    settings: Settings | None = None,
+    *,
+    client: Any = None,
+    clock: Clock | None = None,
+    search: SearchIndex | None = None,
+    embedder: Embedder | None = None,
+) -> Indexer:
+    settings = settings or get_settings()
+    embedder = embedder or embedder_from_settings(settings)
+    index = search or search_index(settings, embedder)
+    if index is None:
+        raise RuntimeError(
+            "the indexer needs a search index: set MEMVAULT_SEARCH_ENDPOINT "
+            "or MEMVAULT_SEARCH_BACKEND=embedded"
+        )
+    db = Dynamo(client or dynamodb_client(settings), table_names(settings))
+    return Indexer(index, embedder, db, clock or SystemClock())
 
 
 def build_memory_service(

@@ -16,6 +16,7 @@ import fcntl
 import json
 import logging
 import os
+import shutil
 import signal
 import socket
 import threading
@@ -31,11 +32,13 @@ from memvault import __version__
 from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.config import Settings
-from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
-from memvault.wiring import build_services
+from memvault.indexing.handler import handle
+from memvault.storage.tables import ALL_TABLES, MEMORY, create_tables, physical_name
+from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey, data_home
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
+from memvault_local.stream_pump import StreamPump
 from memvault_local.sweeper import TtlSweeper
 
 SWEEP_SECONDS = 15
@@ -134,6 +137,31 @@ def _missing_tables(client: Any, settings: Settings) -> list[str]:
     return [n for n in names if n not in existing]
 
 
+def _local_search_defaults(home: Path) -> dict[str, Any]:
+    """Local mode recalls with the embedded index and the local MiniLM model unless the
+    environment names others (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch)."""
+    env = os.environ
+    defaults: dict[str, Any] = {}
+    if "MEMVAULT_SEARCH_BACKEND" not in env and "MEMVAULT_SEARCH_ENDPOINT" not in env:
+        defaults["search_backend"] = "embedded"
+    if "MEMVAULT_SEARCH_AUTH" not in env:
+        defaults["search_auth"] = "none"
+    if "MEMVAULT_EMBEDDING_MODEL" not in env:
+        defaults["embedding_model"] = "minilm"
+    if "MEMVAULT_INDEX_DIR" not in env:
+        defaults["index_dir"] = str(home / "index")
+    return defaults
+
+
+def _search_line(settings: Settings) -> str:
+    where = (
+        f"embedded index in {settings.index_dir}"
+        if settings.search_backend == "embedded"
+        else f"OpenSearch at {settings.search_endpoint}"
+    )
+    return f"{where}, embeddings: {settings.embedding_model}; stream pump on"
+
+
 def curl_example(url: str, token: str) -> str:
     body = json.dumps(
         {
@@ -191,7 +219,7 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         _aws_environment(endpoint)
         _serve(moto, "moto")
         backend = f"moto at {endpoint}: DynamoDB (+Streams), S3, KMS; in memory, gone when stopped"
-    settings = Settings(dynamodb_endpoint=endpoint)
+    settings = Settings(dynamodb_endpoint=endpoint, **_local_search_defaults(home))
     client = boto3.client("dynamodb", region_name=settings.aws_region, endpoint_url=endpoint)
     if real_aws:
         missing = _missing_tables(client, settings)
@@ -212,8 +240,32 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
             boto3.client("kms", region_name=settings.aws_region, endpoint_url=endpoint),
             settings.tenant_key_alias_prefix,
         )
+    if servers and settings.search_backend == "embedded" and settings.index_dir:
+        # Our moto starts empty, so an index kept from an earlier run would describe
+        # memories that no longer exist: start it empty too.
+        shutil.rmtree(settings.index_dir, ignore_errors=True)
     services = build_services(settings, client=client, keys=keys)
     deps.use(services)
+    pump = None
+    if not real_aws and services.recall.index is not None:
+        indexer = build_indexer(
+            settings,
+            client=client,
+            search=services.recall.index,
+            embedder=services.recall.embedder,
+        )
+        pump = StreamPump(
+            client,
+            boto3.client("dynamodbstreams", region_name=settings.aws_region, endpoint_url=endpoint),
+            physical_name(MEMORY, settings.table_prefix),
+            lambda event: handle(event, indexer),
+            on_failure=home / "index-failures.jsonl",
+        )
+        pump.start()
+        # Load the embedding model now rather than on the first recall.
+        threading.Thread(
+            target=lambda: services.recall.embedder.embed(["warm up"]), daemon=True
+        ).start()
     stop_sweeping = threading.Event()
     if not real_aws:
         ttl = TtlSweeper(client, settings.table_prefix)
@@ -239,6 +291,7 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
         f"  AWS stand-in             {backend}\n"
         f"  tables                   {tables}\n"
+        f"  recall                   {_search_line(settings)}\n"
         f"  dev signing key          {key.path}\n\n"
         f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', valid 1 hour:\n\n"
         f"{curl_example(url, token)}\n\n"
@@ -259,6 +312,8 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         pass
     finally:
         stop_sweeping.set()
+        if pump is not None:
+            pump.stop()
         # A second Ctrl-C must not interrupt the clean-up.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

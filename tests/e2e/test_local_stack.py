@@ -4,87 +4,26 @@ refused clearly, and Ctrl-C stopping everything."""
 
 from __future__ import annotations
 
-import os
-import re
 import signal
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import pytest
 
 from memvault_local.client import ApiClient
 from memvault_local.devkeys import DevKey
-
-START_TIMEOUT = 60
-
-
-def _free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port: int = probe.getsockname()[1]
-        return port
-
-
-@dataclass
-class RunningStack:
-    process: subprocess.Popen[str]
-    url: str
-    banner: str
-    home: Path
-    env: dict[str, str]
-
-    def client(
-        self, tenant: str = "local", subject: str | None = "user-1", **claims: Any
-    ) -> ApiClient:
-        key = DevKey.load_or_create(self.home)
-        return ApiClient(self.url, key.mint(tenant=tenant, subject=subject, **claims))
-
-
-def _start(
-    home: Path, port: int, **extra_env: str
-) -> tuple[subprocess.Popen[str], dict[str, str], str, str]:
-    """Start `memvault run`; answer the process, its environment, banner and API URL."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
-    env.update({"MEMVAULT_HOME": str(home), "MEMVAULT_PORT": str(port), "PYTHONUNBUFFERED": "1"})
-    env.update(extra_env)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memvault_local.cli", "run"],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    assert process.stdout is not None
-    lines: list[str] = []
-    deadline = time.monotonic() + START_TIMEOUT
-    while time.monotonic() < deadline:
-        line = process.stdout.readline()
-        if not line:
-            break
-        lines.append(line)
-        if line.startswith("Ctrl-C stops everything"):
-            break
-    banner = "".join(lines)
-    match = re.search(r"API \(plays API Gateway\)\s+(http://\S+)", banner)
-    assert match, banner
-    return process, env, banner, match.group(1)
+from memvault_local.process import RunningStack, free_port, start_stack
 
 
 @pytest.fixture(scope="module")
 def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     home = tmp_path_factory.mktemp("memvault-home")
-    process, env, banner, url = _start(home, _free_port())
-    running = RunningStack(process, url, banner, home, env)
+    running = start_stack(home)
     yield running
-    if process.poll() is None:
-        process.kill()
-        process.wait()
+    running.stop()
 
 
 def test_the_printed_curl_example_works_as_printed(stack: RunningStack) -> None:
@@ -218,7 +157,7 @@ def test_an_artifact_round_trip_over_http(stack: RunningStack) -> None:
 def test_a_second_start_says_one_is_running(stack: RunningStack) -> None:
     second = subprocess.run(
         [sys.executable, "-m", "memvault_local.cli", "run"],
-        env={**stack.env, "MEMVAULT_PORT": str(_free_port())},
+        env={**stack.env, "MEMVAULT_PORT": str(free_port())},
         capture_output=True,
         text=True,
         timeout=60,
@@ -279,18 +218,18 @@ def test_the_stack_can_use_another_dynamodb_endpoint(tmp_path: Path) -> None:
     import boto3
     from moto.server import ThreadedMotoServer
 
-    other = ThreadedMotoServer(ip_address="127.0.0.1", port=_free_port(), verbose=False)
+    other = ThreadedMotoServer(ip_address="127.0.0.1", port=free_port(), verbose=False)
     other.start()
     endpoint = f"http://127.0.0.1:{other._server.server_port}"  # type: ignore[union-attr]
     home = tmp_path / "home"
-    process, _, banner, url = _start(
+    started = start_stack(
         home,
-        _free_port(),
         MEMVAULT_DYNAMODB_ENDPOINT=endpoint,
         AWS_ACCESS_KEY_ID="x",
         AWS_SECRET_ACCESS_KEY="x",
         AWS_DEFAULT_REGION="us-east-1",
     )
+    process, banner, url = started.process, started.banner, started.url
     try:
         assert f"DynamoDB at {endpoint}" in banner
         assert "moto at" not in banner

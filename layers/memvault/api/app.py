@@ -20,6 +20,7 @@ from memvault.api.routes import (
     deletions,
     health,
     memories,
+    recall,
     runs,
     sessions,
 )
@@ -37,6 +38,7 @@ app.configure_openapi(
     security=[{"bearer": []}],
 )
 app.include_router(memories.router)
+app.include_router(recall.router)
 app.include_router(deletions.router)
 app.include_router(sessions.router)
 app.include_router(runs.router)

@@ -19,6 +19,7 @@ from memvault.models.memory import (
     Sensitivity,
     Source,
 )
+from memvault.models.recall import Conflict, MatchReason, Provenance, RecallResult
 from memvault.models.run import Checkpoint
 
 
@@ -128,3 +129,34 @@ class EventOut(BaseModel):
     duplicate: bool
     applied: bool
     checkpoint: Checkpoint
+
+
+class RecalledItemOut(BaseModel):
+    memory: MemoryOut
+    score: float
+    why: MatchReason
+    provenance: Provenance
+
+
+class RecallOut(BaseModel):
+    items: list[RecalledItemOut]
+    conflicts: list[Conflict]
+    notice: str
+    embedding_model: str | None
+
+    @classmethod
+    def of(cls, result: RecallResult) -> RecallOut:
+        return cls(
+            items=[
+                RecalledItemOut(
+                    memory=MemoryOut.of(i.memory),
+                    score=i.score,
+                    why=i.why,
+                    provenance=i.provenance,
+                )
+                for i in result.items
+            ],
+            conflicts=result.conflicts,
+            notice=result.notice,
+            embedding_model=result.embedding_model,
+        )

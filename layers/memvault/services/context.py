@@ -69,6 +69,25 @@ class CurrentMemories:
         return sorted(page.items, key=lambda m: m.valid_from, reverse=True)
 
 
+class RecallOrCurrent:
+    """Ranked recall when there is a query and a search index; otherwise the subject's
+    current memories, most recent first."""
+
+    def __init__(self, recall: Any, fallback: Recaller) -> None:
+        self.recall_service = recall
+        self.fallback = fallback
+
+    def recall(
+        self, ctx: AccessContext, subject_id: str, query: str | None, limit: int
+    ) -> list[Memory]:
+        if query and query.strip() and self.recall_service.available:
+            memories: list[Memory] = self.recall_service.recall_memories(
+                ctx, subject_id, query, limit
+            )
+            return memories
+        return self.fallback.recall(ctx, subject_id, query, limit)
+
+
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 

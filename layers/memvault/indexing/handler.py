@@ -1,0 +1,46 @@
+"""Lambda handler on the memory table's stream (event source mapping with
+``ReportBatchItemFailures``, bisect on error, bounded retries and an on-failure queue).
+
+The batch is written with one bulk request, so the records are handled together rather
+than one by one; the answer is the partial-batch-failure shape Powertools' batch
+utilities produce (``batchItemFailures`` by sequence number). For a stream the event
+source resumes from the lowest failed sequence number, so nothing after a failure is lost.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from typing import Any
+
+from aws_lambda_powertools.utilities.typing import LambdaContext
+
+from memvault.indexing.indexer import Indexer
+from memvault.observability import logger, metrics, tracer
+
+
+@lru_cache(maxsize=1)
+def _indexer() -> Indexer:
+    from memvault.wiring import build_indexer
+
+    return build_indexer()
+
+
+def handle(event: dict[str, Any], indexer: Indexer) -> dict[str, Any]:
+    outcome = indexer.process(event.get("Records") or [])
+    metrics.add_metric(name="IndexApplied", unit="Count", value=outcome.applied)
+    metrics.add_metric(name="IndexStale", unit="Count", value=outcome.stale)
+    metrics.add_metric(
+        name="IndexFailedRecords", unit="Count", value=len(outcome.failed_sequence_numbers)
+    )
+    return {
+        "batchItemFailures": [
+            {"itemIdentifier": seq} for seq in outcome.failed_sequence_numbers if seq
+        ]
+    }
+
+
+@logger.inject_lambda_context(clear_state=True)
+@tracer.capture_lambda_handler(capture_response=False)
+@metrics.log_metrics
+def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    return handle(event, _indexer())

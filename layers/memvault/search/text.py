@@ -1,0 +1,43 @@
+"""Tokens for keyword search in the embedded index: English words stemmed, CJK as bigrams.
+
+It mirrors what the OpenSearch mapping does with its ``english`` and ``cjk`` analyzers,
+so that both backends rank keyword matches alike.
+"""
+
+from __future__ import annotations
+
+import re
+from functools import lru_cache
+from typing import Any
+
+_WORD = re.compile(r"[a-z0-9]+")
+_CJK = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff]+")
+
+#: Lucene's English stop words, plus the possessive's ``s``.
+STOPWORDS = frozenset(
+    (
+        *("a", "an", "and", "are", "as", "at", "be", "but", "by", "for", "if", "in"),
+        *("into", "is", "it", "no", "not", "of", "on", "or", "such", "that", "the"),
+        *("their", "then", "there", "these", "they", "this", "to", "was", "will", "with"),
+        "s",
+    )
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer() -> Any:
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def tokens(text: str) -> list[str]:
+    lowered = text.lower()
+    words = _WORD.findall(_CJK.sub(" ", lowered))
+    out: list[str] = list(_stemmer().stemWords([w for w in words if w not in STOPWORDS]))
+    for run in _CJK.findall(lowered):
+        if len(run) == 1:
+            out.append(run)
+        else:
+            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+    return out

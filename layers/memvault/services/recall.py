@@ -1,0 +1,335 @@
+"""Recall: hard filters, candidates, fusion, re-validation against the table, ranking.
+
+The index only proposes (DESIGN.md invariant 4). Every candidate is read back from the
+memory table in one batch (version, chain head, subject epoch) and kept only if it is
+now the chain's current, active, unexpired version in the caller's reach. A stale or
+deliberately poisoned index can therefore make recall miss, never return too much.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from memvault.clock import Clock, iso
+from memvault.config import Settings
+from memvault.embeddings import Embedder
+from memvault.errors import SearchUnavailable
+from memvault.models.access import AccessContext, Scope
+from memvault.models.memory import Memory, MemoryKind, MemoryStatus, SourceType
+from memvault.models.recall import (
+    Conflict,
+    MatchReason,
+    Provenance,
+    RecalledItem,
+    RecallRequest,
+    RecallResult,
+)
+from memvault.observability import logger
+from memvault.search.backend import Hit, SearchFilter, SearchIndex
+from memvault.storage import keys
+from memvault.storage.memory_repo import (
+    Chain,
+    MemoryRepository,
+    chain_from_item,
+    memory_from_item,
+)
+
+#: Reciprocal-rank fusion constant (Cormack et al.): damps the head of each list.
+RRF_K = 60
+TRUST = {
+    SourceType.USER_CONFIRMED: 1.0,
+    SourceType.HUMAN_REVIEW: 0.9,
+    SourceType.USER_STATEMENT: 0.75,
+    SourceType.TOOL_RESULT: 0.55,
+    SourceType.MODEL_INFERRED: 0.25,
+}
+_SLUG = re.compile(r"[a-z0-9]+(?:[-_][a-z0-9]+)+")
+
+
+@dataclass
+class _Candidate:
+    chain_id: str
+    memory_id: str
+    keyword_rank: int | None = None
+    vector_rank: int | None = None
+    similarity: float | None = None
+    exact_key: bool = False
+    fused: float = 0.0
+    sources: list[str] = field(default_factory=list)
+
+
+def cosine_from_score(score: float) -> float:
+    """OpenSearch's cosinesimil score is (1 + cosine) / 2."""
+    return 2.0 * score - 1.0
+
+
+def scopes_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
+    """Two scopes can apply at once unless they name the same key with different values."""
+    return all(b[k] == v for k, v in a.items() if k in b)
+
+
+class RecallService:
+    def __init__(
+        self,
+        repo: MemoryRepository,
+        index: SearchIndex | None,
+        embedder: Embedder,
+        settings: Settings,
+        clock: Clock,
+    ) -> None:
+        self.repo = repo
+        self.index = index
+        self.embedder = embedder
+        self.settings = settings
+        self.clock = clock
+
+    # ------------------------------------------------------------------- public
+
+    @property
+    def available(self) -> bool:
+        return self.index is not None
+
+    def recall(self, ctx: AccessContext, subject_id: str, req: RecallRequest) -> RecallResult:
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        now = self.clock.now()
+        flt = SearchFilter(
+            tenant_id=ctx.tenant_id,
+            subject_id=subject_id,
+            now=iso(now),
+            max_sensitivity_rank=ctx.max_sensitivity.rank,
+            agent_role=ctx.agent_role,
+            kinds=tuple(k.value for k in req.kinds),
+            tags=tuple(req.tags),
+            scope=dict(req.scope),
+        )
+        if self.index is None:
+            raise SearchUnavailable(
+                "recall needs a search index and none is configured "
+                "(MEMVAULT_SEARCH_ENDPOINT, or MEMVAULT_SEARCH_BACKEND=embedded)",
+                {"retryable": False},
+            )
+        started = time.perf_counter()
+        vector = self.embedder.embed([req.query])[0] if req.mode != "keyword" else None
+        embedded = time.perf_counter()
+        depth = max(self.settings.recall_candidates, req.limit * 2)
+        text = req.query if req.mode != "vector" else ""
+        try:
+            found = self.index.search(flt, text, vector, depth)
+        except Exception as err:
+            logger.exception("search failed", extra={"tenant_id": ctx.tenant_id})
+            raise SearchUnavailable(
+                "the search index did not answer; retry shortly", {"retryable": True}
+            ) from err
+        candidates = self._fuse(found.keyword, found.vector)
+        for chain_id in self._exact_key_chains(ctx, subject_id, req):
+            cand = candidates.setdefault(chain_id, _Candidate(chain_id, ""))
+            cand.exact_key = True
+            cand.sources.append("canonical_key")
+        searched = time.perf_counter()
+        relevant = [c for c in candidates.values() if self._relevant(c, req.mode)]
+        relevant.sort(key=lambda c: (-c.fused, c.chain_id))
+        valid = self._revalidate(ctx, subject_id, relevant[: req.limit * 3], req, now)
+        validated = time.perf_counter()
+        ranked = sorted(
+            (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
+        )
+        items = ranked[: req.limit]
+        logger.info(
+            "recall",
+            extra={
+                "tenant_id": ctx.tenant_id,
+                "keyword_hits": len(found.keyword),
+                "vector_hits": len(found.vector),
+                "candidates": len(candidates),
+                "relevant": len(relevant),
+                "valid": len(valid),
+                "returned": len(items),
+                "search_ms": round(found.took_ms, 1),
+            },
+        )
+        return RecallResult(
+            items=items,
+            conflicts=self._conflicts([m for _, m in valid]),
+            embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
+            timings={
+                "embed": round((embedded - started) * 1000, 2),
+                "search": round((searched - embedded) * 1000, 2),
+                "validate": round((validated - searched) * 1000, 2),
+                "total": round((time.perf_counter() - started) * 1000, 2),
+            },
+        )
+
+    def recall_memories(
+        self, ctx: AccessContext, subject_id: str, query: str | None, limit: int
+    ) -> list[Memory]:
+        """The working-memory port: recalled memories for a query, best first."""
+        if limit == 0 or not query or not query.strip():
+            return []
+        req = RecallRequest(query=query[:2000], limit=min(limit, 100))
+        return [i.memory for i in self.recall(ctx, subject_id, req).items]
+
+    # --------------------------------------------------------------- candidates
+
+    def _fuse(self, keyword: list[Hit], vector: list[Hit]) -> dict[str, _Candidate]:
+        candidates: dict[str, _Candidate] = {}
+        for rank, hit in enumerate(keyword, start=1):
+            c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
+            c.keyword_rank = rank
+            c.fused += 1.0 / (RRF_K + rank)
+            c.sources.append("keyword")
+        for rank, hit in enumerate(vector, start=1):
+            c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
+            c.vector_rank = rank
+            c.similarity = cosine_from_score(hit.score)
+            c.fused += 1.0 / (RRF_K + rank)
+            c.sources.append("vector")
+        return candidates
+
+    def _relevant(self, c: _Candidate, mode: str = "hybrid") -> bool:
+        """The relevance floor: unrelated memories stay out even when nothing else matches."""
+        if c.exact_key:
+            return True
+        if mode == "keyword":
+            return c.keyword_rank is not None
+        floor = self.settings.recall_relevance_floor
+        if c.similarity is not None:
+            # A keyword match lowers the bar a little: the words agree, the vector nearly.
+            return c.similarity >= (floor - 0.1 if c.keyword_rank is not None else floor)
+        # Found by words only, outside the vector list's depth: kept when near the top.
+        return c.keyword_rank is not None and c.keyword_rank <= 3
+
+    def _exact_key_chains(
+        self, ctx: AccessContext, subject_id: str, req: RecallRequest
+    ) -> list[str]:
+        """Chains whose canonical key the query names outright (one DynamoDB batch read)."""
+        slugs = list(dict.fromkeys(_SLUG.findall(req.query.lower())))[:10]
+        if not slugs:
+            return []
+        kinds = [k.value for k in req.kinds] or [k.value for k in MemoryKind]
+        pk = keys.subject_pk(ctx.tenant_id, subject_id)
+        wanted = [(pk, keys.pointer_sk(k, s, dict(req.scope))) for s in slugs for k in kinds]
+        return [str(i["chain_id"]) for i in self.repo.db.get_many("memory", wanted)]
+
+    # ------------------------------------------------------------- re-validation
+
+    def _revalidate(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        candidates: list[_Candidate],
+        req: RecallRequest,
+        now: datetime,
+    ) -> list[tuple[_Candidate, Memory]]:
+        if not candidates:
+            return []
+        pk = keys.subject_pk(ctx.tenant_id, subject_id)
+        wanted = [(pk, keys.SUBJECT_META_SK)]
+        wanted += [(pk, keys.chain_sk(c.chain_id)) for c in candidates]
+        wanted += [(pk, keys.version_sk(c.memory_id)) for c in candidates if c.memory_id]
+        items = self.repo.db.get_many("memory", wanted)
+        epoch = 0
+        chains: dict[str, Chain] = {}
+        versions: dict[str, Memory] = {}
+        for item in items:
+            self._sort_item(item, chains, versions)
+            if item["sk"] == keys.SUBJECT_META_SK:
+                epoch = int(item["epoch"])
+        # A chain moved on since it was indexed: judge its current version instead.
+        missing = [
+            (pk, keys.version_sk(ch.current_memory_id))
+            for ch in chains.values()
+            if ch.live and ch.current_memory_id not in versions
+        ]
+        for item in self.repo.db.get_many("memory", missing) if missing else []:
+            self._sort_item(item, chains, versions)
+        kept: list[tuple[_Candidate, Memory]] = []
+        for c in candidates:
+            chain = chains.get(c.chain_id)
+            if chain is None or not chain.live:
+                continue
+            current = versions.get(chain.current_memory_id)
+            if current is not None and self._admissible(ctx, current, epoch, req, now):
+                kept.append((c, current))
+        return kept
+
+    @staticmethod
+    def _sort_item(
+        item: dict[str, Any], chains: dict[str, Chain], versions: dict[str, Memory]
+    ) -> None:
+        sk = str(item["sk"])
+        if sk.startswith(keys.CHAIN_PREFIX):
+            chain = chain_from_item(item)
+            chains[chain.chain_id] = chain
+        elif sk.startswith(keys.VERSION_PREFIX) and item.get("type") == "memory":
+            memory = memory_from_item(item)
+            versions[memory.memory_id] = memory
+
+    @staticmethod
+    def _admissible(
+        ctx: AccessContext, m: Memory, epoch: int, req: RecallRequest, now: datetime
+    ) -> bool:
+        """The table's truth, checked again whatever the index said."""
+        return (
+            m.tenant_id == ctx.tenant_id
+            and m.subject_epoch == epoch
+            and m.status is MemoryStatus.ACTIVE
+            and now < m.expires_at
+            and ctx.may_read(m.sensitivity, m.visibility)
+            and (not req.kinds or m.kind in req.kinds)
+            and all(t in m.tags for t in req.tags)
+            and all(m.scope.get(k) == v for k, v in req.scope.items())
+        )
+
+    # ------------------------------------------------------------------ ranking
+
+    def _item(self, c: _Candidate, m: Memory, now: datetime) -> RecalledItem:
+        trust = TRUST.get(m.source.type, 0.5)
+        age_days = max((now - m.valid_from).total_seconds(), 0.0) / 86_400
+        recency = math.exp(-age_days / 180)
+        confirmed = m.source.type in (SourceType.USER_CONFIRMED, SourceType.HUMAN_REVIEW)
+        relevance = c.fused * RRF_K / 2 + (0.5 if c.exact_key else 0.0)
+        score = relevance * (1 + 0.15 * trust + 0.05 * recency + 0.05 * confirmed)
+        return RecalledItem(
+            memory=m,
+            score=round(score, 6),
+            why=MatchReason(
+                matched_by=list(dict.fromkeys(c.sources)),
+                keyword_rank=c.keyword_rank,
+                vector_rank=c.vector_rank,
+                similarity=None if c.similarity is None else round(c.similarity, 4),
+                relevance=round(relevance, 6),
+            ),
+            provenance=Provenance(
+                source_type=m.source.type,
+                source_ref=m.source.ref,
+                created_at=m.created_at,
+                version=m.version,
+                supersedes_id=m.supersedes_id,
+                confirmed=confirmed,
+            ),
+        )
+
+    @staticmethod
+    def _conflicts(memories: list[Memory]) -> list[Conflict]:
+        by_key: dict[str, list[Memory]] = {}
+        for m in memories:
+            if m.canonical_key:
+                by_key.setdefault(m.canonical_key, []).append(m)
+        conflicts: list[Conflict] = []
+        for key, group in sorted(by_key.items()):
+            clashing: set[str] = set()
+            for i, first in enumerate(group):
+                for second in group[i + 1 :]:
+                    if first.content_hash != second.content_hash and scopes_overlap(
+                        first.scope, second.scope
+                    ):
+                        clashing |= {first.memory_id, second.memory_id}
+            if clashing:
+                conflicts.append(Conflict(canonical_key=key, memory_ids=sorted(clashing)))
+        return conflicts

@@ -1,0 +1,81 @@
+"""Start `memvault run` as a subprocess and wait for its banner (end-to-end tests, benchmarks)."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memvault_local.client import ApiClient
+from memvault_local.devkeys import DevKey
+
+START_TIMEOUT = 60
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port: int = probe.getsockname()[1]
+        return port
+
+
+@dataclass
+class RunningStack:
+    process: subprocess.Popen[str]
+    url: str
+    banner: str
+    home: Path
+    env: dict[str, str]
+
+    def client(
+        self, tenant: str = "local", subject: str | None = "user-1", **claims: Any
+    ) -> ApiClient:
+        key = DevKey.load_or_create(self.home)
+        return ApiClient(self.url, key.mint(tenant=tenant, subject=subject, **claims))
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+def start_stack(home: Path, port: int | None = None, **extra_env: str) -> RunningStack:
+    """Start `memvault run` with a clean environment plus ``extra_env``."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
+    env.update(
+        {
+            "MEMVAULT_HOME": str(home),
+            "MEMVAULT_PORT": str(port or free_port()),
+            "PYTHONUNBUFFERED": "1",
+        }
+    )
+    env.update(extra_env)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "memvault_local.cli", "run"],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+    )
+    assert process.stdout is not None
+    lines: list[str] = []
+    deadline = time.monotonic() + START_TIMEOUT
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if line.startswith("Ctrl-C stops everything"):
+            break
+    banner = "".join(lines)
+    match = re.search(r"API \(plays API Gateway\)\s+(http://\S+)", banner)
+    if not match:
+        process.kill()
+        raise RuntimeError(f"memvault run did not start:\n{banner}")
+    return RunningStack(process, match.group(1), banner, home, env)

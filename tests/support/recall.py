@@ -1,0 +1,105 @@
+"""A recall rig: services over moto, the real indexer fed by the real stream, and an index.
+
+The stream pump reads moto's DynamoDB stream exactly as the local stack does, so the
+records the indexer sees are the ones DynamoDB produced for our writes.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from typing import Any
+
+import boto3
+
+from memvault.config import Settings
+from memvault.embeddings import Embedder
+from memvault.indexing.handler import handle
+from memvault.indexing.indexer import Indexer
+from memvault.search.backend import SearchIndex
+from memvault.search.embedded import EmbeddedIndex
+from memvault.storage.dynamo import Dynamo
+from memvault.storage.tables import create_tables
+from memvault.wiring import Services, build_services, table_names
+from memvault_local.keys import LocalTenantKeys, ensure_bucket
+from memvault_local.stream_pump import StreamPump
+from tests.support.harness import FakeClock, SerializedClient
+
+BACKENDS = ("embedded", "opensearch")
+
+
+@dataclass
+class RecallRig:
+    services: Services
+    index: SearchIndex
+    indexer: Indexer
+    pump: StreamPump
+    client: Any
+    clock: FakeClock
+    settings: Settings
+
+    def sync(self) -> int:
+        """Deliver every stream record written so far, then make the index searchable."""
+        n = self.pump.drain()
+        self.index.refresh()
+        return n
+
+
+def opensearch_index(url: str, embedder: Embedder, alias: str | None = None) -> SearchIndex:
+    from opensearchpy import OpenSearch
+
+    from memvault.search.opensearch import OpenSearchIndex
+
+    return OpenSearchIndex(
+        OpenSearch(hosts=[url], timeout=30),
+        alias or f"t-{uuid.uuid4().hex[:12]}",
+        model_slug=embedder.slug,
+        model_id=embedder.model_id,
+        model_version=embedder.model_version,
+        dimensions=embedder.dimensions,
+    )
+
+
+def drop_opensearch_index(index: SearchIndex) -> None:
+    client = getattr(index, "client", None)
+    if client is not None:
+        client.indices.delete(index=f"{index.name}*", ignore_unavailable=True)
+
+
+def make_rig(
+    backend: str,
+    embedder: Embedder,
+    *,
+    opensearch_url: str | None = None,
+    prefix: str = "rc-",
+    clock: FakeClock | None = None,
+    **settings: Any,
+) -> RecallRig:
+    """Inside an active ``mock_aws``: tables, services, indexer and pump for ``backend``."""
+    client = SerializedClient(boto3.client("dynamodb", region_name="us-east-1"))
+    cfg = Settings(table_prefix=prefix, artifacts_bucket=f"{prefix}artifacts", **settings)
+    create_tables(client, prefix)
+    s3 = boto3.client("s3", region_name="us-east-1")
+    ensure_bucket(s3, cfg.artifacts_bucket)
+    keys = LocalTenantKeys(
+        boto3.client("kms", region_name="us-east-1"), cfg.tenant_key_alias_prefix
+    )
+    clock = clock or FakeClock()
+    if backend == "embedded":
+        index: SearchIndex = EmbeddedIndex(f"t-{uuid.uuid4().hex[:12]}--{embedder.slug}")
+    else:
+        assert opensearch_url is not None
+        index = opensearch_index(opensearch_url, embedder)
+    index.ensure()
+    services = build_services(
+        cfg, client=client, clock=clock, s3=s3, keys=keys, search=index, embedder=embedder
+    )
+    indexer = Indexer(index, embedder, Dynamo(client, table_names(cfg)), clock)
+    pump = StreamPump(
+        client,
+        boto3.client("dynamodbstreams", region_name="us-east-1"),
+        table_names(cfg)["memory"],
+        lambda event: handle(event, indexer),
+        backoff_seconds=0.0,
+    )
+    return RecallRig(services, index, indexer, pump, client, clock, cfg)
