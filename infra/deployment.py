@@ -42,11 +42,19 @@ class Deployment(BaseModel):
     production: bool = False
     table_prefix: str = Field(default="memvault-", pattern=r"^[A-Za-z0-9_.-]{0,64}$")
     enable_waf: bool = False
+    #: Recall's OpenSearch domain: data node type and count (see infra/settings.py).
+    search_instance_type: str = Field(
+        default=settings.SEARCH_INSTANCE_TYPE, pattern=r"^[a-z0-9]+\.[a-z0-9]+\.search$"
+    )
+    search_data_nodes: int = Field(default=settings.SEARCH_DATA_NODES, ge=1, le=30)
 
     @model_validator(mode="after")
     def _shape(self) -> Deployment:
         if self.mode == "silo" and len(self.tenants) != 1:
             raise ValueError("a silo deployment serves exactly one tenant")
+        nodes = self.search_data_nodes
+        if nodes > 1 and nodes % 2 and nodes % 3:
+            raise ValueError("search_data_nodes spread over zones: 1, or a multiple of 2 or 3")
         ids = [t.tenant_id for t in self.tenants]
         if len(ids) != len(set(ids)):
             raise ValueError("tenant ids must be unique")
@@ -67,6 +75,8 @@ def from_context(get: Any, base_dir: Path) -> Deployment:
 
     silo: ``tenant`` (required), ``issuer`` and ``jwks_url`` for its token issuer.
     pool: ``tenants_file``, a JSON list of tenants (see ``infra/tenants.example.json``).
+    Both: ``production``, ``table_prefix``, ``enable_waf``, ``search_instance_type``,
+    ``search_data_nodes``.
     """
     mode = get("mode") or "silo"
     common = {
@@ -74,6 +84,8 @@ def from_context(get: Any, base_dir: Path) -> Deployment:
         "production": str(get("production")).lower() == "true",
         "table_prefix": get("table_prefix") or "memvault-",
         "enable_waf": str(get("enable_waf")).lower() == "true",
+        "search_instance_type": get("search_instance_type") or settings.SEARCH_INSTANCE_TYPE,
+        "search_data_nodes": int(get("search_data_nodes") or settings.SEARCH_DATA_NODES),
     }
     if mode == "pool":
         path = Path(get("tenants_file") or "infra/tenants.example.json")

@@ -8,6 +8,7 @@ from __future__ import annotations
 from aws_cdk import Acknowledgment, Validations
 
 from constructs import IConstruct
+from infra import settings
 from infra.stack import MemvaultStack
 
 PACK = "AwsSolutions::AwsSolutions"
@@ -40,14 +41,16 @@ def acknowledge(stack: MemvaultStack) -> None:
     _ack(
         compute,
         "IAM5[Action::kms:ReEncrypt*]",
-        "CDK's encrypt/decrypt grant on the tables' own key (one key ARN); the wildcard is "
-        "a family of KMS actions, not of keys.",
+        "CDK's encrypt/decrypt grants on one key ARN each (the tables' key; the search key "
+        "for the indexer's dead-letter queue); the wildcard is a family of KMS actions, not "
+        "of keys.",
     )
     _ack(
         compute,
         "IAM5[Action::kms:GenerateDataKey*]",
-        "CDK's encrypt/decrypt grant on the tables' own key (one key ARN); the wildcard is "
-        "a family of KMS actions, not of keys.",
+        "CDK's encrypt/decrypt grants on one key ARN each (the tables' key; the search key "
+        "for the indexer's dead-letter queue); the wildcard is a family of KMS actions, not "
+        "of keys.",
     )
     api = stack.api
     _ack(
@@ -100,6 +103,7 @@ def acknowledge(stack: MemvaultStack) -> None:
             f"IAM5[Resource::<{bucket}.Arn>/{stack.deployment.silo_tenant}/*]",
             "The silo tenant's own object prefix: the functions serve only that tenant.",
         )
+    _search(stack)
     isolation = stack.isolation
     if isolation.tenant_role is not None:
         _ack(
@@ -121,3 +125,58 @@ def acknowledge(stack: MemvaultStack) -> None:
             "Objects under the caller's own tenant prefix only: the wildcard is bounded by "
             "the session's tenant tag.",
         )
+
+
+def _search(stack: MemvaultStack) -> None:
+    search = stack.search
+    domain = stack.get_logical_id(search.domain.node.default_child)  # type: ignore[arg-type]
+    for fn in (*search.readers, search.indexer):
+        _ack(
+            fn,
+            f"IAM5[Resource::<{domain}.Arn>/*]",
+            "HTTP paths of this one OpenSearch domain (es:ESHttp* authorizes by path); the "
+            "actions are the few this function needs, and the domain's FGAC decides per index.",
+        )
+    table = stack.get_logical_id(stack.data.tables["memory"].node.default_child)  # type: ignore[arg-type]
+    _ack(
+        search.indexer,
+        f"IAM5[Resource::<{table}.Arn>/stream/*]",
+        "dynamodb:ListStreams on the memory table's own streams (the labels are not known "
+        "before deployment), as AWS documents for a stream-reading Lambda role.",
+    )
+    _ack(
+        search.domain,
+        "OS1",
+        "No VPC in this stack (the functions run outside one): the domain is reached over "
+        "HTTPS (TLS 1.2+) only with SigV4-signed requests from the three roles its access "
+        "policy names, and fine-grained access control (IAM master, no internal users) "
+        "authorizes each request.",
+    )
+    _ack(
+        search.domain,
+        "OS3",
+        "Access is granted to IAM roles, not to IP addresses: the callers are Lambda "
+        "functions without fixed addresses, and every request is SigV4-signed.",
+    )
+    if settings.SEARCH_MASTER_NODES == 0:
+        _ack(
+            search.domain,
+            "OS4",
+            "A small start: dedicated master nodes triple the hourly bill of a one- or "
+            "two-node domain that holds only a derived, rebuildable index; set "
+            "SEARCH_MASTER_NODES = 3 in infra/settings.py when the domain grows.",
+        )
+    if stack.deployment.search_data_nodes == 1:
+        _ack(
+            search.domain,
+            "OS7",
+            "One data node (a small start) cannot spread over zones; the index is derived "
+            "and rebuilt from the memory table, and recall re-reads the table. Deploy with "
+            "--context search_data_nodes=2 (or more) for zone awareness.",
+        )
+    _ack(
+        search.dlq,
+        "SQS3",
+        "This queue is itself the dead-letter destination of the indexer's stream mapping "
+        "(failed batches' shard and sequence ranges); it needs no queue behind it.",
+    )

@@ -5,6 +5,7 @@ from __future__ import annotations
 from aws_cdk import Duration
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_logs as logs
+from aws_cdk import aws_opensearchservice as opensearch
 
 APP = "memvault"
 
@@ -22,6 +23,8 @@ FUNCTIONS = {
     "authorizer": {"memory": 512, "timeout": Duration.seconds(5), "reserved": 50},
     "direct": {"memory": 1024, "timeout": Duration.seconds(15), "reserved": 50},
     "sweeper": {"memory": 512, "timeout": Duration.minutes(5), "reserved": 1},
+    # Stream consumer: a batch embeds up to INDEXER_BATCH_SIZE texts in turn.
+    "indexer": {"memory": 512, "timeout": Duration.minutes(1), "reserved": 10},
 }
 #: How often staged uploads never committed are swept.
 SWEEP_SCHEDULE = Duration.hours(1)
@@ -34,10 +37,37 @@ TENANT_BURST_LIMIT = 100
 TENANT_MONTHLY_QUOTA = 5_000_000
 AUTHORIZER_CACHE = Duration.minutes(5)
 
+#: Recall's search index: one OpenSearch domain per stack (the tenant's own in silo mode,
+#: shared in pool mode). The defaults are a small start; raise them per deployment with
+#: ``--context search_instance_type=m7g.large.search --context search_data_nodes=2``.
+SEARCH_ENGINE = opensearch.EngineVersion.OPENSEARCH_2_19
+SEARCH_INSTANCE_TYPE = "t3.small.search"
+SEARCH_DATA_NODES = 1  # zone awareness (2 or 3 zones) from 2 nodes on
+SEARCH_MASTER_NODES = 0  # dedicated master nodes: 0 (none) or 3
+SEARCH_MASTER_INSTANCE_TYPE = "m7g.large.search"
+SEARCH_VOLUME_GIB = 10  # gp3, per data node
+SEARCH_LOG_RETENTION = logs.RetentionDays.ONE_MONTH
+#: What the runtime is told (layers/memvault/config.py): the read alias and the embedder.
+SEARCH_ALIAS = "memvault-memories"
+EMBEDDING_MODEL = "titan-v2"
+BEDROCK_EMBEDDING_MODEL_ID = "amazon.titan-embed-text-v2:0"
+TITAN_DIMENSIONS = 512
+#: The indexer's event source mapping on the memory table's stream.
+INDEXER_BATCH_SIZE = 100
+INDEXER_BATCHING_WINDOW = Duration.seconds(1)
+INDEXER_RETRY_ATTEMPTS = 5  # then the batch is halved (bisect) and, at last, sent to the DLQ
+INDEXER_MAX_RECORD_AGE = Duration.hours(1)
+INDEXER_PARALLELIZATION = 2  # concurrent batches per stream shard (in order per item key)
+#: Batches given up on (their shard and sequence range, never content) wait here.
+INDEXER_DLQ_RETENTION = Duration.days(14)
+
 #: Alarms.
 ERROR_ALARM_THRESHOLD = 5  # function errors in 5 minutes
 THROTTLE_ALARM_THRESHOLD = 1
 API_5XX_THRESHOLD = 5
+ITERATOR_AGE_THRESHOLD = Duration.seconds(60)  # the indexer's lag, held for 5 minutes
+SEARCH_FREE_STORAGE_MIB = 2048  # least free storage on any data node
+SEARCH_JVM_PRESSURE_PERCENT = 80  # held for 15 minutes
 
 #: The session tag that scopes a tenant's credentials, and the key prefix it allows.
 TENANT_TAG = "tenant_id"

@@ -13,6 +13,7 @@ from infra.constructs.compute import Compute
 from infra.constructs.data import DataTables
 from infra.constructs.isolation import Isolation
 from infra.constructs.observability import Observability
+from infra.constructs.search import Search
 from infra.constructs.tenancy import TenantKeys
 from infra.deployment import Deployment
 
@@ -49,6 +50,16 @@ class MemvaultStack(Stack):
             tenant_keys=self.tenancy.keys,
             functions=list(functions.values()),
         )
+        # The API and direct-invocation functions both run recall (the same app).
+        self.search = Search(
+            self,
+            "Search",
+            deployment=deployment,
+            memory_table=self.data.tables["memory"],
+            table_key=self.data.key,
+            indexer=functions["indexer"],
+            readers=[functions["api"], functions["direct"]],
+        )
         self.api = Api(
             self,
             "Api",
@@ -62,7 +73,13 @@ class MemvaultStack(Stack):
                 "MEMVAULT_USAGE_KEYS", json.dumps(self.api.usage_keys, sort_keys=True)
             )
         self.observability = Observability(
-            self, "Observability", functions=functions, api=self.api.rest_api, key=self.data.key
+            self,
+            "Observability",
+            functions=functions,
+            api=self.api.rest_api,
+            key=self.data.key,
+            search=self.search,
         )
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
         CfnOutput(self, "Mode", value=deployment.mode)
+        CfnOutput(self, "SearchEndpoint", value=self.search.endpoint)

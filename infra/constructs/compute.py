@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 
+from aws_cdk import Stack
 from aws_cdk import aws_events as events
 from aws_cdk import aws_events_targets as targets
 from aws_cdk import aws_lambda as lambda_
@@ -48,21 +49,32 @@ class Compute(Construct):
             }
             for t in deployment.tenants
         }
-        base = {
+        common = {
             "POWERTOOLS_SERVICE_NAME": settings.APP,
             "POWERTOOLS_METRICS_NAMESPACE": settings.APP,
             "MEMVAULT_TABLE_PREFIX": deployment.table_prefix,
+            # The runtime's own clients (DynamoDB, S3, STS, SigV4 for OpenSearch) use this.
+            "MEMVAULT_AWS_REGION": Stack.of(self).region,
+        }
+        if deployment.silo_tenant:
+            common["MEMVAULT_SILO_TENANT_ID"] = deployment.silo_tenant
+        base = {
+            **common,
             "MEMVAULT_TENANT_ISSUERS": json.dumps(issuers, sort_keys=True),
             "MEMVAULT_TENANT_POLICIES": json.dumps(
                 {k: v for k, v in policies.items() if v}, sort_keys=True
             ),
             **environment,
         }
-        if deployment.silo_tenant:
-            base["MEMVAULT_SILO_TENANT_ID"] = deployment.silo_tenant
         self.functions = {
             name: self._function(name, base) for name in ("api", "authorizer", "direct", "sweeper")
         }
+        # The memory table's stream consumer (its event source, search settings and
+        # grants are added by the Search construct). It serves no caller, so it is told
+        # nothing of issuers, tenants' policies or artifacts.
+        self.functions["indexer"] = self._function(
+            "indexer", {**common, "POWERTOOLS_SERVICE_NAME": f"{settings.APP}-indexer"}
+        )
         events.Rule(
             self,
             "SweepSchedule",

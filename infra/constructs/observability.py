@@ -1,17 +1,26 @@
-"""Alarms and a dashboard for the functions and the API."""
+"""Alarms and a dashboard for the functions, the API and recall's search index."""
 
 from __future__ import annotations
+
+from typing import TYPE_CHECKING
 
 from aws_cdk import Duration
 from aws_cdk import aws_apigateway as apigw
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as actions
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
 
 from constructs import Construct
 from infra import settings
+
+if TYPE_CHECKING:
+    from infra.constructs.search import Search
+
+ABOVE = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+BELOW = cloudwatch.ComparisonOperator.LESS_THAN_OR_EQUAL_TO_THRESHOLD
 
 
 class Observability(Construct):
@@ -23,10 +32,20 @@ class Observability(Construct):
         functions: dict[str, lambda_.Function],
         api: apigw.RestApi,
         key: kms.IKey,
+        search: Search | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
             self, "Alarms", master_key=key, enforce_ssl=True, display_name="memvault alarms"
+        )
+        # CloudWatch publishes alarms to the encrypted topic only if the key lets it.
+        key.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="CloudWatchAlarmsToTheEncryptedTopic",
+                principals=[iam.ServicePrincipal("cloudwatch.amazonaws.com")],
+                actions=["kms:Decrypt", "kms:GenerateDataKey*"],
+                resources=["*"],
+            )
         )
         self.alarms: list[cloudwatch.Alarm] = []
         five_minutes = Duration.minutes(5)
@@ -59,17 +78,78 @@ class Observability(Construct):
                     for m in (fn.metric_errors(), fn.metric_throttles())
                 ],
             ),
-            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms)),
+        )
+        if search is not None:
+            dashboard.add_widgets(*self._search(search))
+        dashboard.add_widgets(
+            cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms))
         )
 
-    def _alarm(self, name: str, metric: cloudwatch.Metric, threshold: int) -> None:
+    def _search(self, search: Search) -> list[cloudwatch.IWidget]:
+        """The indexer's lag and give-ups, and the domain's health."""
+        minute = Duration.minutes(1)
+        indexer, domain = search.indexer, search.domain
+        iterator_age = indexer.metric("IteratorAge", statistic="Maximum", period=minute)
+        # Lag that lasts: recall then proposes from an index minutes behind the table.
+        self._alarm(
+            "indexer-iterator-age",
+            iterator_age,
+            settings.ITERATOR_AGE_THRESHOLD.to_milliseconds(),
+            periods=5,
+        )
+        dead_letters = search.dlq.metric_approximate_number_of_messages_visible(
+            statistic="Maximum", period=Duration.minutes(5)
+        )
+        # Any batch given up on: its memories are missing from (or stale in) the index.
+        self._alarm("indexer-dead-letters", dead_letters, 1)
+        red = domain.metric_cluster_status_red(period=minute)
+        self._alarm("search-cluster-red", red, 1)
+        self._alarm(
+            "search-writes-blocked", domain.metric_cluster_index_writes_blocked(period=minute), 1
+        )
+        free_storage = domain.metric_free_storage_space(period=Duration.minutes(5))
+        self._alarm("search-free-storage", free_storage, settings.SEARCH_FREE_STORAGE_MIB, BELOW)
+        jvm = domain.metric_jvm_memory_pressure(period=Duration.minutes(5))
+        self._alarm("search-jvm-pressure", jvm, settings.SEARCH_JVM_PRESSURE_PERCENT, periods=3)
+        return [
+            cloudwatch.GraphWidget(
+                title="Indexer: batches, errors, throttles",
+                left=[indexer.metric_invocations(), indexer.metric_errors()],
+                right=[indexer.metric_throttles()],
+            ),
+            cloudwatch.GraphWidget(
+                title="Indexer: stream lag (ms) and dead letters",
+                left=[iterator_age],
+                right=[dead_letters],
+            ),
+            cloudwatch.GraphWidget(
+                title="Search: cluster red, writes blocked, JVM pressure",
+                left=[red, domain.metric_cluster_index_writes_blocked()],
+                right=[jvm],
+            ),
+            cloudwatch.GraphWidget(
+                title="Search: free storage (MiB), latency (ms)",
+                left=[free_storage],
+                right=[domain.metric_search_latency(), domain.metric_indexing_latency()],
+            ),
+        ]
+
+    def _alarm(
+        self,
+        name: str,
+        metric: cloudwatch.Metric,
+        threshold: float,
+        comparison: cloudwatch.ComparisonOperator = ABOVE,
+        *,
+        periods: int = 1,
+    ) -> None:
         alarm = metric.create_alarm(
             self,
             f"Alarm-{name}",
             alarm_description=f"memvault {name}",
             threshold=threshold,
-            evaluation_periods=1,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD,
+            evaluation_periods=periods,
+            comparison_operator=comparison,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
         alarm.add_alarm_action(actions.SnsAction(self.topic))

@@ -111,16 +111,23 @@ class Settings(BaseSettings):
     #: ``<alias>--<model>-<version>`` so that a new embedding model builds a new index.
     search_alias: str = Field(default="memvault-memories", pattern=r"^[a-z0-9][a-z0-9_-]{0,80}$")
     index_dir: str | None = None
+    #: AWS deployments with fine-grained access control: IAM roles that only search
+    #: (the API's); the indexer, the domain's master user, maps them to a read-only role.
+    search_reader_role_arns: list[str] = Field(default_factory=list)
     #: The embedder: ``titan-v2`` (Amazon Bedrock, the AWS default), ``minilm`` (local
     #: all-MiniLM-L6-v2 on numpy) or ``hashing`` (deterministic, for unit tests only).
     embedding_model: Literal["titan-v2", "minilm", "hashing"] = "titan-v2"
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
     #: Titan V2 output size (256, 512 or 1024).
     titan_dimensions: Literal[256, 512, 1024] = 512
-    #: Recall: candidates taken from each of the keyword and vector lists, and the
-    #: smallest fused relevance kept (below it a memory is unrelated to the query).
+    #: Recall: candidates taken from each of the keyword and vector lists; the relevance
+    #: floor (a query whose best cosine similarity is below it, and which no memory
+    #: matches by ``recall_keyword_coverage`` of its words, gets nothing); and how far
+    #: below the best match a memory may fall and still come back. Tuned for MiniLM.
     recall_candidates: int = Field(default=40, ge=10, le=200)
-    recall_relevance_floor: float = Field(default=0.3, ge=0.0, le=1.0)
+    recall_relevance_floor: float = Field(default=0.35, ge=-1.0, le=1.0)
+    recall_keyword_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
+    recall_similarity_margin: float = Field(default=0.6, ge=0.0, le=2.0)
     #: Per-tenant overrides, as JSON: ``{"acme": {"session_idle_seconds": 600}}``.
     tenant_policies: dict[str, TenantPolicy] = Field(default_factory=dict)
 

@@ -69,6 +69,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
         model_id=embedder.model_id,
         model_version=embedder.model_version,
         dimensions=embedder.dimensions,
+        reader_role_arns=settings.search_reader_role_arns,
     )
 
 

@@ -7,8 +7,10 @@ import re
 import socket
 import subprocess
 import sys
+import threading
 import time
-from dataclasses import dataclass
+from collections import deque
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -38,6 +40,21 @@ class RunningStack:
     ) -> ApiClient:
         key = DevKey.load_or_create(self.home)
         return ApiClient(self.url, key.mint(tenant=tenant, subject=subject, **claims))
+
+    output: deque[str] = field(default_factory=lambda: deque(maxlen=200))
+    _follower: threading.Thread | None = None
+
+    def follow(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            self.output.append(line)
+
+    def finish(self, timeout: float) -> str:
+        """Wait for the process to end; everything it printed after the banner."""
+        self.process.wait(timeout=timeout)
+        if self._follower is not None:
+            self._follower.join(timeout=5)
+        return "".join(self.output)
 
     def stop(self) -> None:
         if self.process.poll() is None:
@@ -78,4 +95,8 @@ def start_stack(home: Path, port: int | None = None, **extra_env: str) -> Runnin
     if not match:
         process.kill()
         raise RuntimeError(f"memvault run did not start:\n{banner}")
-    return RunningStack(process, match.group(1), banner, home, env)
+    running = RunningStack(process, match.group(1), banner, home, env)
+    # Keep reading what it prints, or a full pipe would stall the stack.
+    running._follower = threading.Thread(target=running.follow, daemon=True)
+    running._follower.start()
+    return running

@@ -58,10 +58,17 @@ class StreamPump:
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._lock = threading.Lock()
+        self._discovered_at = 0.0
 
     # -------------------------------------------------------------------- shards
 
     def _discover(self) -> None:
+        # Shards change rarely (DynamoDB rolls them about every four hours): look again
+        # every few seconds, not on every poll.
+        now = time.monotonic()
+        if self.shards and now - self._discovered_at < 5.0:
+            return
+        self._discovered_at = now
         if self.stream_arn is None:
             table = self.dynamodb.describe_table(TableName=self.table_name)["Table"]
             self.stream_arn = table.get("LatestStreamArn")

@@ -8,8 +8,10 @@ import signal
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -202,9 +204,54 @@ def test_the_cli_talks_to_the_stack(stack: RunningStack) -> None:
     assert "consent_required (422)" in refused.stderr
 
 
+def test_a_written_memory_is_recalled_over_http_and_a_deleted_one_is_not(
+    stack: RunningStack,
+) -> None:
+    """The stack's own stream pump feeds the indexer; recall uses MiniLM and the embedded
+    index by default, with no step by hand in between."""
+    client = stack.client(subject="recall-1")
+    written = client.call(
+        "POST",
+        "/v1/subjects/recall-1/memories",
+        body={
+            "request_id": "rc-1",
+            "kind": "semantic",
+            "content": "The nightly invoice export runs at 02:00 UTC from the billing cluster",
+            "source": {"type": "user_statement", "ref": "e2e"},
+            "consent": True,
+        },
+    )
+    assert written.status == 201, written.body
+    memory_id = written.body["memory_id"]
+    query = {"query": "when does the invoice export run?"}
+
+    found = _poll(lambda: client.call("POST", "/v1/subjects/recall-1/recall", body=query))
+    assert [i["memory"]["memory_id"] for i in found.body["items"]] == [memory_id]
+    assert "total;dur=" in found.headers.get("Server-Timing", "")
+    assert found.body["items"][0]["why"]["matched_by"]
+    assert (
+        client.call("GET", f"/v1/subjects/recall-1/memories/{memory_id}").body["index_status"]
+        == "indexed"
+    )
+
+    assert client.call("DELETE", f"/v1/subjects/recall-1/memories/{memory_id}").status == 202
+    after = client.call("POST", "/v1/subjects/recall-1/recall", body=query)
+    assert after.status == 200 and after.body["items"] == []
+
+
+def _poll(ask: Any, timeout: float = 60.0) -> Any:
+    deadline = time.monotonic() + timeout
+    while True:
+        answer = ask()
+        if answer.status == 200 and answer.body["items"]:
+            return answer
+        assert time.monotonic() < deadline, answer.body
+        time.sleep(0.2)
+
+
 def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:
     stack.process.send_signal(signal.SIGINT)
-    out, _ = stack.process.communicate(timeout=30)
+    out = stack.finish(timeout=30)
     assert stack.process.returncode == 0
     assert "memvault stopped." in out
     assert not (stack.home / "run.json").exists()

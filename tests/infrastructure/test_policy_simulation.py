@@ -54,6 +54,10 @@ def _arn(logical: str, resource: dict[str, Any]) -> str:
         return f"arn:aws:s3:::{logical.lower()}"
     if kind == "AWS::KMS::Key":
         return f"arn:aws:kms:{REGION}:{ACCOUNT}:key/{logical}"
+    if kind == "AWS::OpenSearchService::Domain":
+        return f"arn:aws:es:{REGION}:{ACCOUNT}:domain/{resource['Properties']['DomainName']}"
+    if kind == "AWS::SQS::Queue":
+        return f"arn:aws:sqs:{REGION}:{ACCOUNT}:{logical}"
     return f"arn:aws:iam::{ACCOUNT}:role/{logical}"
 
 

@@ -13,9 +13,11 @@ once at load, texts sorted by length so that a batch pads little.
 
 from __future__ import annotations
 
+import ctypes
 import hashlib
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -115,6 +117,69 @@ def _gelu_(x: F32) -> F32:
         v += poly
         v *= 0.5
     return x
+
+
+class _BlasThreads:
+    """Holds numpy's OpenBLAS at one thread while any embedding runs (process-wide).
+
+    The matrices here are small: a second BLAS thread buys little on an idle machine and
+    costs much on a busy one, where OpenBLAS threads spin waiting for a core (single
+    queries went from 6 ms to hundreds). The count is restored when the last embedding
+    in flight ends. Where no OpenBLAS is loaded (macOS Accelerate, MKL) this does nothing.
+    """
+
+    _SYMBOLS = (
+        ("scipy_openblas_get_num_threads64_", "scipy_openblas_set_num_threads64_"),
+        ("openblas_get_num_threads64_", "openblas_set_num_threads64_"),
+        ("openblas_get_num_threads", "openblas_set_num_threads"),
+    )
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._depth = 0
+        self._saved = 0
+        self._api: tuple[Callable[[], int], Callable[[int], None]] | None = None
+        self._found = False
+
+    def _find(self) -> tuple[Callable[[], int], Callable[[int], None]] | None:
+        try:
+            with open("/proc/self/maps", encoding="utf-8") as maps:
+                paths = {line.split()[-1] for line in maps if "openblas" in line.lower()}
+        except OSError:
+            return None
+        for path in sorted(paths):
+            try:
+                lib = ctypes.CDLL(path)
+            except OSError:
+                continue
+            for get_name, set_name in self._SYMBOLS:
+                if hasattr(lib, get_name) and hasattr(lib, set_name):
+                    getter, setter = getattr(lib, get_name), getattr(lib, set_name)
+                    getter.restype, getter.argtypes = ctypes.c_int, []
+                    setter.restype, setter.argtypes = None, [ctypes.c_int]
+                    return getter, setter
+        return None
+
+    @contextmanager
+    def one(self) -> Iterator[None]:
+        with self._lock:
+            if not self._found:
+                self._api, self._found = self._find(), True
+            if self._api is not None and self._depth == 0:
+                self._saved = self._api[0]()
+                if self._saved != 1:
+                    self._api[1](1)
+            self._depth += 1
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._depth -= 1
+                if self._api is not None and self._depth == 0 and self._saved not in (0, 1):
+                    self._api[1](self._saved)
+
+
+_blas_threads = _BlasThreads()
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,16 +331,25 @@ class MiniLmEmbedder:
     """sentence-transformers/all-MiniLM-L6-v2 in numpy (384 dimensions, 256 tokens).
 
     The weights load on first use, once, under a lock; ``embed`` is then safe to call
-    from several threads. ``model_version`` is the first 12 hex digits of the weight
-    file's SHA-256, so other weights get another ``slug`` and another index.
+    from several threads. With ``single_thread`` (the default) numpy's OpenBLAS runs one
+    thread while an embedding is computed; see ``_BlasThreads``. ``model_version`` is
+    the first 12 hex digits of the weight file's SHA-256, so other weights get another
+    ``slug`` and another index.
     """
 
     model_id: str = MODEL_ID
     dimensions: int = DIMENSIONS
 
-    def __init__(self, model_dir: str | Path | None = None, *, batch_size: int = _BATCH) -> None:
+    def __init__(
+        self,
+        model_dir: str | Path | None = None,
+        *,
+        batch_size: int = _BATCH,
+        single_thread: bool = True,
+    ) -> None:
         self._model_dir = Path(model_dir) if model_dir is not None else None
         self._batch_size = max(1, batch_size)
+        self._single_thread = single_thread
         self._lock = threading.Lock()
         self._weights: _Weights | None = None
         self._tokenizer: Any = None
@@ -337,7 +411,12 @@ class MiniLmEmbedder:
             mask: F32 | None = None
             if int(lengths.min()) < longest:
                 mask = (np.arange(longest)[None, :] < lengths[:, None]).astype(np.float32)
-            vectors = _encode(weights, ids, mask).tolist()
+            if self._single_thread:
+                with _blas_threads.one():
+                    pooled = _encode(weights, ids, mask)
+            else:
+                pooled = _encode(weights, ids, mask)
+            vectors = pooled.tolist()
             for row, i in enumerate(chunk):
                 result[i] = vectors[row]
         return result

@@ -154,6 +154,7 @@ class OpenSearchIndex:
         model_version: str,
         dimensions: int,
         replicas: int = 0,
+        reader_role_arns: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.alias = alias
@@ -162,6 +163,7 @@ class OpenSearchIndex:
         self.model_version = model_version
         self.dimensions = dimensions
         self.replicas = replicas
+        self.reader_role_arns = list(reader_role_arns)
         self._ensured = False
 
     # ---------------------------------------------------------------------- admin
@@ -181,7 +183,32 @@ class OpenSearchIndex:
                     raise
         if not self.client.indices.exists_alias(name=self.alias):
             self.client.indices.put_alias(index=self.name, name=self.alias)
+        if self.reader_role_arns:
+            self._map_readers()
         self._ensured = True
+
+    def _map_readers(self) -> None:
+        """Fine-grained access control: let the reader roles search this alias's indexes
+        and nothing else (``PUT`` on the security plugin's API is idempotent)."""
+        role = f"{self.alias}-reader"
+        self.client.transport.perform_request(
+            "PUT",
+            f"/_plugins/_security/api/roles/{role}",
+            body={
+                "cluster_permissions": ["cluster_composite_ops_ro"],
+                "index_permissions": [
+                    {
+                        "index_patterns": [self.alias, f"{self.alias}--*"],
+                        "allowed_actions": ["read"],
+                    }
+                ],
+            },
+        )
+        self.client.transport.perform_request(
+            "PUT",
+            f"/_plugins/_security/api/rolesmapping/{role}",
+            body={"backend_roles": self.reader_role_arns},
+        )
 
     def alias_target(self) -> list[str]:
         if not self.client.indices.exists_alias(name=self.alias):

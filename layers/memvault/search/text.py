@@ -24,10 +24,27 @@ STOPWORDS = frozenset(
 )
 
 
+class _LightStemmer:
+    """Used where PyStemmer is not installed (the Lambda layer): plural and -ing/-ed only."""
+
+    @staticmethod
+    def stemWords(words: list[str]) -> list[str]:  # PyStemmer's method name
+        out = []
+        for w in words:
+            for suffix in ("ies", "ing", "ed", "es", "s"):
+                if len(w) > len(suffix) + 2 and w.endswith(suffix):
+                    w = w[: -len(suffix)]
+                    break
+            out.append(w)
+        return out
+
+
 @lru_cache(maxsize=1)
 def _stemmer() -> Any:
-    import Stemmer
-
+    try:
+        import Stemmer
+    except ImportError:
+        return _LightStemmer()
     return Stemmer.Stemmer("english")
 
 

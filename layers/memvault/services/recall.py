@@ -31,9 +31,9 @@ from memvault.models.recall import (
 )
 from memvault.observability import logger
 from memvault.search.backend import Hit, SearchFilter, SearchIndex
+from memvault.search.text import tokens
 from memvault.storage import keys
 from memvault.storage.memory_repo import (
-    Chain,
     MemoryRepository,
     chain_from_item,
     memory_from_item,
@@ -132,10 +132,16 @@ class RecallService:
             cand.exact_key = True
             cand.sources.append("canonical_key")
         searched = time.perf_counter()
-        relevant = [c for c in candidates.values() if self._relevant(c, req.mode)]
-        relevant.sort(key=lambda c: (-c.fused, c.chain_id))
-        valid = self._revalidate(ctx, subject_id, relevant[: req.limit * 3], req, now)
+        ordered = sorted(candidates.values(), key=lambda c: (-c.exact_key, -c.fused, c.chain_id))
+        # Validate the best first; go deeper only when the table refused some of them.
+        valid: list[tuple[_Candidate, Memory]] = []
+        start, step = 0, req.limit + 2
+        while start < len(ordered) and len(valid) < req.limit:
+            valid += self._revalidate(ctx, subject_id, ordered[start : start + step], req, now)
+            start += step
+            step = max(step, 2 * (req.limit - len(valid)))
         validated = time.perf_counter()
+        valid = self._relevant(valid, req)
         ranked = sorted(
             (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
         )
@@ -147,8 +153,7 @@ class RecallService:
                 "keyword_hits": len(found.keyword),
                 "vector_hits": len(found.vector),
                 "candidates": len(candidates),
-                "relevant": len(relevant),
-                "valid": len(valid),
+                "relevant": len(valid),
                 "returned": len(items),
                 "search_ms": round(found.took_ms, 1),
             },
@@ -191,18 +196,39 @@ class RecallService:
             c.sources.append("vector")
         return candidates
 
-    def _relevant(self, c: _Candidate, mode: str = "hybrid") -> bool:
-        """The relevance floor: unrelated memories stay out even when nothing else matches."""
-        if c.exact_key:
-            return True
-        if mode == "keyword":
-            return c.keyword_rank is not None
+    def _relevant(
+        self, valid: list[tuple[_Candidate, Memory]], req: RecallRequest
+    ) -> list[tuple[_Candidate, Memory]]:
+        """The relevance floor: unrelated memories stay out even when nothing else matches.
+
+        A query passes when its best vector match reaches ``recall_relevance_floor`` or
+        some memory holds at least ``recall_keyword_coverage`` of its words; then a memory
+        is kept when its similarity is within ``recall_similarity_margin`` of the best, or
+        it holds that share of the query's words, or its canonical key was named. The
+        thresholds were chosen on the evaluation set with all-MiniLM-L6-v2; another
+        embedding model has other similarity ranges and needs its own.
+        """
+        if req.mode == "keyword":
+            return [(c, m) for c, m in valid if c.keyword_rank is not None or c.exact_key]
+        query_words = set(tokens(req.query))
+        coverage: dict[str, float] = {}
+        for c, m in valid:
+            held = set(tokens(f"{m.content} {m.canonical_key or ''} {' '.join(m.tags)}"))
+            share = len(query_words & held) / len(query_words) if query_words else 0.0
+            coverage[c.chain_id] = share if req.mode == "hybrid" else 0.0
         floor = self.settings.recall_relevance_floor
-        if c.similarity is not None:
-            # A keyword match lowers the bar a little: the words agree, the vector nearly.
-            return c.similarity >= (floor - 0.1 if c.keyword_rank is not None else floor)
-        # Found by words only, outside the vector list's depth: kept when near the top.
-        return c.keyword_rank is not None and c.keyword_rank <= 3
+        needed = self.settings.recall_keyword_coverage
+        best = max((c.similarity for c, _ in valid if c.similarity is not None), default=-1.0)
+        if best < floor and not any(v >= needed for v in coverage.values()):
+            return [(c, m) for c, m in valid if c.exact_key]
+        margin = self.settings.recall_similarity_margin
+        return [
+            (c, m)
+            for c, m in valid
+            if c.exact_key
+            or coverage[c.chain_id] >= needed
+            or (c.similarity is not None and c.similarity >= best - margin)
+        ]
 
     def _exact_key_chains(
         self, ctx: AccessContext, subject_id: str, req: RecallRequest
@@ -226,49 +252,68 @@ class RecallService:
         req: RecallRequest,
         now: datetime,
     ) -> list[tuple[_Candidate, Memory]]:
+        """Read every candidate's version from the table, in one batch with the subject's
+        epoch, and keep it only if the table allows it now.
+
+        A version's own status is enough to know it is its chain's current one: the
+        transaction that supersedes or deletes a version also marks it. A version the
+        index still holds although a newer one replaced it is followed (by
+        ``superseded_by``) to the current version, which is then judged instead.
+        """
         if not candidates:
             return []
         pk = keys.subject_pk(ctx.tenant_id, subject_id)
         wanted = [(pk, keys.SUBJECT_META_SK)]
-        wanted += [(pk, keys.chain_sk(c.chain_id)) for c in candidates]
         wanted += [(pk, keys.version_sk(c.memory_id)) for c in candidates if c.memory_id]
-        items = self.repo.db.get_many("memory", wanted)
+        # Named by canonical key only: the chain head says which version is current.
+        wanted += [(pk, keys.chain_sk(c.chain_id)) for c in candidates if not c.memory_id]
         epoch = 0
-        chains: dict[str, Chain] = {}
-        versions: dict[str, Memory] = {}
-        for item in items:
-            self._sort_item(item, chains, versions)
-            if item["sk"] == keys.SUBJECT_META_SK:
+        raw: dict[str, dict[str, Any]] = {}
+        for item in self.repo.db.get_many("memory", wanted):
+            sk = str(item["sk"])
+            if sk == keys.SUBJECT_META_SK:
                 epoch = int(item["epoch"])
-        # A chain moved on since it was indexed: judge its current version instead.
-        missing = [
-            (pk, keys.version_sk(ch.current_memory_id))
-            for ch in chains.values()
-            if ch.live and ch.current_memory_id not in versions
+            elif sk.startswith(keys.CHAIN_PREFIX):
+                chain = chain_from_item(item)
+                if chain.live:
+                    for c in candidates:
+                        if c.chain_id == chain.chain_id and not c.memory_id:
+                            c.memory_id = chain.current_memory_id
+            else:
+                raw[str(item["memory_id"])] = item
+        exact = [
+            (pk, keys.version_sk(c.memory_id)) for c in candidates if c.exact_key and c.memory_id
         ]
-        for item in self.repo.db.get_many("memory", missing) if missing else []:
-            self._sort_item(item, chains, versions)
+        for _ in range(3):
+            ahead = [
+                (pk, keys.version_sk(str(i["superseded_by"])))
+                for i in raw.values()
+                if i.get("status") == MemoryStatus.SUPERSEDED.value
+                and i.get("superseded_by")
+                and i["superseded_by"] not in raw
+            ]
+            ahead += [k for k in exact if k[1][len(keys.VERSION_PREFIX) :] not in raw]
+            exact = []
+            if not ahead:
+                break
+            for item in self.repo.db.get_many("memory", ahead):
+                raw[str(item["memory_id"])] = item
         kept: list[tuple[_Candidate, Memory]] = []
+        seen: set[str] = set()
         for c in candidates:
-            chain = chains.get(c.chain_id)
-            if chain is None or not chain.live:
+            found: dict[str, Any] | None = raw.get(c.memory_id)
+            hops = 0
+            while found is not None and found.get("superseded_by") and hops < 4:
+                found = raw.get(str(found["superseded_by"]))
+                hops += 1
+            if found is None or found.get("type") != "memory" or found["chain_id"] in seen:
                 continue
-            current = versions.get(chain.current_memory_id)
-            if current is not None and self._admissible(ctx, current, epoch, req, now):
+            item = found
+            current = memory_from_item(item)
+            if self._admissible(ctx, current, epoch, req, now):
+                seen.add(current.chain_id)
                 kept.append((c, current))
         return kept
-
-    @staticmethod
-    def _sort_item(
-        item: dict[str, Any], chains: dict[str, Chain], versions: dict[str, Memory]
-    ) -> None:
-        sk = str(item["sk"])
-        if sk.startswith(keys.CHAIN_PREFIX):
-            chain = chain_from_item(item)
-            chains[chain.chain_id] = chain
-        elif sk.startswith(keys.VERSION_PREFIX) and item.get("type") == "memory":
-            memory = memory_from_item(item)
-            versions[memory.memory_id] = memory
 
     @staticmethod
     def _admissible(

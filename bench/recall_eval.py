@@ -1,0 +1,66 @@
+"""Recall quality on the labelled evaluation set, through the HTTP API of the local stack.
+
+Starts ``memvault run`` (moto, the stream pump, MiniLM) against a real OpenSearch (or the
+embedded index), loads ``tests/data/recall_eval.json`` (a copy of shared/eval) over HTTP
+with its lifecycles, then asks all 171 queries in keyword, vector and hybrid mode.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+import uuid
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from memvault_local.client import ApiClient
+from memvault_local.evaluation import EvalSet, load, score
+from memvault_local.process import start_stack
+
+ROOT = Path(__file__).resolve().parents[1]
+EVAL = ROOT / "tests" / "data" / "recall_eval.json"
+
+
+def stack_env(backend: str, opensearch_url: str | None) -> dict[str, str]:
+    env = {"MEMVAULT_EMBEDDING_MODEL": "minilm"}
+    if backend == "opensearch":
+        assert opensearch_url, "the OpenSearch backend needs a URL"
+        env |= {
+            "MEMVAULT_SEARCH_BACKEND": "opensearch",
+            "MEMVAULT_SEARCH_ENDPOINT": opensearch_url,
+            "MEMVAULT_SEARCH_AUTH": "none",
+            "MEMVAULT_SEARCH_ALIAS": f"bench-{uuid.uuid4().hex[:8]}",
+        }
+    return env
+
+
+def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[str, Any]:
+    evalset = EvalSet.read(EVAL)
+    with tempfile.TemporaryDirectory() as home:
+        stack = start_stack(Path(home), **stack_env(backend, opensearch_url))
+        try:
+
+            @cache
+            def client_for(
+                tenant: str, subject: str, role: str | None, sensitivity: str | None
+            ) -> ApiClient:
+                return stack.client(tenant, subject, agent_role=role, max_sensitivity=sensitivity)
+
+            loaded = load(evalset, client_for)
+            report = score(evalset, client_for, loaded)
+        finally:
+            stack.stop()
+    return {
+        "backend": backend,
+        "memories_written": len(loaded.ids),
+        "refused_by_write_policy": loaded.refused,
+        "load_seconds": round(loaded.seconds, 1),
+        "modes": report,
+    }
+
+
+if __name__ == "__main__":
+    url = sys.argv[2] if len(sys.argv) > 2 else "http://127.0.0.1:9200"
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "opensearch", url), indent=2))

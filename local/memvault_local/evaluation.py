@@ -1,0 +1,201 @@
+"""The recall evaluation set, loaded and scored through the HTTP API.
+
+``load`` writes every memory of the set as its owner would, then applies its lifecycle
+(supersede, delete, expire, leave as candidate); ``score`` asks every query in each
+recall mode and reports recall@k per language, trap keys returned, and how many of the
+queries about topics a subject never mentioned come back empty.
+
+The caller supplies ``client_for(tenant, subject, agent_role, max_sensitivity)``: an
+object with ``call(method, path, body=...)`` answering ``.status``, ``.body`` and
+``.headers`` (``memvault_local.client.ApiClient`` over HTTP, or an in-process stand-in).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import statistics
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+MODES = ("keyword", "vector", "hybrid")
+_CJK = re.compile(r"[\u3400-\u4dbf\u4e00-\u9fff]")
+
+
+class Answer(Protocol):
+    status: int
+    body: Any
+    headers: dict[str, str]
+
+
+class Caller(Protocol):
+    def call(self, method: str, path: str, *, body: Any = None) -> Any: ...
+
+
+ClientFor = Callable[[str, str, str | None, str | None], Caller]
+
+
+@dataclass(frozen=True)
+class EvalSet:
+    memories: list[dict[str, Any]]
+    queries: list[dict[str, Any]]
+
+    @classmethod
+    def read(cls, path: str | Path) -> EvalSet:
+        data = json.loads(Path(path).read_text(encoding="utf-8"))
+        return cls(memories=data["memories"], queries=data["queries"])
+
+
+def language(text: str) -> str:
+    """``zh`` for Chinese or mixed text, ``en`` otherwise."""
+    return "zh" if _CJK.search(text) else "en"
+
+
+@dataclass
+class Loaded:
+    #: Eval key -> memory id the service assigned.
+    ids: dict[str, str] = field(default_factory=dict)
+    refused: dict[str, str] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def _write_body(m: dict[str, Any]) -> dict[str, Any]:
+    body = {
+        "request_id": f"eval-{m['key']}",
+        "kind": m["kind"],
+        "content": m["content"],
+        "tags": m["tags"],
+        "scope": m["scope"],
+        "source": m["source"],
+        "sensitivity": m["sensitivity"],
+        "consent": m["consent"],
+        "visibility": m["visibility"],
+        "ttl_seconds": m["ttl_seconds"],
+    }
+    if m.get("canonical_key"):
+        body["canonical_key"] = m["canonical_key"]
+    return body
+
+
+def load(evalset: EvalSet, client_for: ClientFor, *, wait_indexed: float = 120.0) -> Loaded:
+    """Write the set, apply lifecycles, wait for expiry and for the index to catch up."""
+    started = time.monotonic()
+    out = Loaded()
+    expiring_until = 0.0
+    for m in evalset.memories:
+        client = client_for(m["tenant_id"], m["subject_id"], None, "pii")
+        path = f"/v1/subjects/{m['subject_id']}/memories"
+        answer = client.call("POST", path, body=_write_body(m))
+        if answer.status != 201:
+            code = (answer.body or {}).get("error", {}).get("code", answer.status)
+            out.refused[m["key"]] = str(code)
+            continue
+        out.ids[m["key"]] = answer.body["memory_id"]
+        if m["lifecycle"] == "deleted":
+            gone = client.call("DELETE", f"{path}/{out.ids[m['key']]}")
+            if gone.status != 202:
+                raise RuntimeError(f"could not delete {m['key']}: {gone.status}")
+        elif m["lifecycle"] == "expired":
+            expiring_until = time.monotonic() + m["ttl_seconds"] + 0.5
+    # Superseded versions were replaced when their newer version (same key) was written.
+    time.sleep(max(0.0, expiring_until - time.monotonic()))
+    _wait_indexed(evalset, client_for, out, wait_indexed)
+    out.seconds = time.monotonic() - started
+    return out
+
+
+def _wait_indexed(evalset: EvalSet, client_for: ClientFor, loaded: Loaded, timeout: float) -> None:
+    """Until every active memory of the set reports ``index_status: indexed``."""
+    pending = [m for m in evalset.memories if m["lifecycle"] == "active" and m["key"] in loaded.ids]
+    deadline = time.monotonic() + timeout
+    while pending and time.monotonic() < deadline:
+        still = []
+        for m in pending:
+            role = m["visibility"][0] if m["visibility"] else None
+            client = client_for(m["tenant_id"], m["subject_id"], role, "pii")
+            got = client.call(
+                "GET", f"/v1/subjects/{m['subject_id']}/memories/{loaded.ids[m['key']]}"
+            )
+            if got.status != 200 or got.body.get("index_status") != "indexed":
+                still.append(m)
+        pending = still
+        if pending:
+            time.sleep(0.5)
+    if pending:
+        keys = ", ".join(m["key"] for m in pending[:20])
+        raise RuntimeError(
+            f"{len(pending)} memories were not indexed within {timeout:.0f} s: {keys}"
+        )
+
+
+def _percentile(values: list[float], p: float) -> float:
+    if not values:
+        return 0.0
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
+
+
+def server_ms(headers: dict[str, str]) -> float | None:
+    timing = headers.get("Server-Timing") or headers.get("server-timing") or ""
+    match = re.search(r"total;dur=([0-9.]+)", timing)
+    return float(match.group(1)) if match else None
+
+
+def score(
+    evalset: EvalSet,
+    client_for: ClientFor,
+    loaded: Loaded,
+    modes: Iterable[str] = MODES,
+    limit: int = 10,
+) -> dict[str, Any]:
+    """Per mode: recall@5 and @10 by language, trap queries, empty answers, latency."""
+    key_of = {v: k for k, v in loaded.ids.items()}
+    report: dict[str, Any] = {}
+    for mode in modes:
+        hits: dict[str, dict[int, list[float]]] = {}
+        traps: list[str] = []
+        empty_ok = 0
+        empty_total = 0
+        latencies: list[float] = []
+        for q in evalset.queries:
+            client = client_for(
+                q["tenant_id"], q["subject_id"], q.get("agent_role"), q.get("max_sensitivity")
+            )
+            body: dict[str, Any] = {"query": q["text"], "limit": limit, "mode": mode}
+            if q.get("scope"):
+                body["scope"] = q["scope"]
+            answer = client.call("POST", f"/v1/subjects/{q['subject_id']}/recall", body=body)
+            if answer.status != 200:
+                raise RuntimeError(f"{q['qid']}: recall answered {answer.status} {answer.body}")
+            took = server_ms(answer.headers)
+            if took is not None:
+                latencies.append(took)
+            got = [key_of.get(i["memory"]["memory_id"], "?") for i in answer.body["items"]]
+            if set(got[:10]) & set(q["must_not_return"]):
+                traps.append(q["qid"])
+            if q["expect_empty"]:
+                empty_total += 1
+                empty_ok += not got
+                continue
+            relevant = set(q["relevant"])
+            lang = language(q["text"])
+            for k in (5, 10):
+                share = len(relevant & set(got[:k])) / len(relevant)
+                hits.setdefault(lang, {}).setdefault(k, []).append(share)
+                hits.setdefault("all", {}).setdefault(k, []).append(share)
+        report[mode] = {
+            "recall": {
+                lang: {f"@{k}": round(statistics.fmean(v), 4) for k, v in by_k.items()}
+                | {"queries": len(by_k[5])}
+                for lang, by_k in sorted(hits.items())
+            },
+            "queries_with_trap_in_top10": len(traps),
+            "trap_qids": traps,
+            "expect_empty_answered_empty": f"{empty_ok}/{empty_total}",
+            "server_ms_p50": round(_percentile(latencies, 50), 2),
+            "server_ms_p95": round(_percentile(latencies, 95), 2),
+        }
+    return report
