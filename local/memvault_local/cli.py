@@ -210,6 +210,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.main(sys.stdout)
 
 
+def _admin(name: str) -> Command:
+    def run(args: argparse.Namespace) -> int:
+        from memvault_local import admin
+
+        code: int = getattr(admin, name)(args)
+        return code
+
+    return run
+
+
 # --------------------------------------------------------------------------- parser
 
 
@@ -238,6 +248,16 @@ def _parser() -> argparse.ArgumentParser:
     commands.add_parser("demo", help="a narrated walk through the rules, in-process").set_defaults(
         func=cmd_demo
     )
+
+    reidx = commands.add_parser(
+        "reindex",
+        help="build the search index for an embedding model from the memory table",
+    )
+    reidx.add_argument("--model", required=True, choices=["minilm", "titan-v2", "hashing"])
+    reidx.add_argument("--tenant", help="only this tenant's memories")
+    reidx.add_argument("--switch", action="store_true", help="point the read alias at it")
+    reidx.add_argument("--eval", help="evaluation set to compare old and new index on")
+    reidx.set_defaults(func=_admin("run_reindex"))
 
     def api_command(
         name: str, help_text: str, func: Command, *positionals: str

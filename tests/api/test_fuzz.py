@@ -36,7 +36,10 @@ def api_schema(dev_key: DevKey) -> Iterator[Any]:
     from moto import mock_aws
 
     with mock_aws():
-        services, _, _ = make_services(prefix="fuzz-")
+        # Recall is fuzzed against a real (embedded) index with the hashing embedder.
+        services, _, _ = make_services(
+            prefix="fuzz-", search_backend="embedded", embedding_model="hashing"
+        )
         deps.use(services)
         app = ApiGatewayAdapter(dev_key.verifier(), lambda_handler)
         yield schemathesis.openapi.from_wsgi("/v1/openapi.json", app)

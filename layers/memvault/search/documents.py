@@ -204,7 +204,22 @@ def _stage_of(item: dict[str, Any]) -> Stage | None:
 
 
 def op_from_item(item: dict[str, Any]) -> IndexOp | None:
-    """The index change that brings a document in line with a table item (rebuilds)."""
+    """The index change that brings a document in line with a table item (rebuilds).
+
+    A deleted chain's head gives a tombstone, so that a rebuilt index refuses a late
+    stream record of that chain just as the old one did."""
+    if str(item.get("sk", "")).startswith(keys.CHAIN_PREFIX):
+        if item.get("state") == "live" or "current_version" not in item:
+            return None
+        tenant_id, _, subject_id = str(item["pk"]).partition("#")
+        return IndexOp(
+            chain_id=item["chain_id"],
+            tenant_id=tenant_id,
+            subject_id=subject_id,
+            memory_id=item["current_memory_id"],
+            memory_version=int(item["current_version"]),
+            stage=Stage.PURGED,
+        )
     if not _is_memory_version(item):
         return None
     stage = _stage_of(item)
