@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit lint format typecheck synth synth-pool clean opensearch opensearch-stop
+.PHONY: help install run test unit lint format typecheck synth synth-pool clean bench opensearch opensearch-stop
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -56,6 +56,9 @@ opensearch: ## start a local single-node OpenSearch on 127.0.0.1:9200 (downloade
 
 opensearch-stop: ## stop the local OpenSearch started by `make opensearch`
 	@bash scripts/opensearch.sh stop
+
+bench: $(STAMP) ## benchmarks (OpenSearch, MiniLM, 10k memories): bench/results/latest.{json,md}; SECTIONS= to pick
+	$(BIN)/python bench/run.py $(SECTIONS)
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
 

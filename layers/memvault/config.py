@@ -128,6 +128,11 @@ class Settings(BaseSettings):
     recall_relevance_floor: float = Field(default=0.35, ge=-1.0, le=1.0)
     recall_keyword_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
     recall_similarity_margin: float = Field(default=0.6, ge=0.0, le=2.0)
+    #: The purge pipeline: on AWS a Step Functions state machine (its ARN); without one
+    #: the pipeline runs in process, ``inline`` before the request returns (tests) or on a
+    #: ``background`` worker (the local stack), with the same steps and retries.
+    purge_state_machine_arn: str | None = None
+    purge_launch: Literal["inline", "background"] = "inline"
     #: Per-tenant overrides, as JSON: ``{"acme": {"session_idle_seconds": 600}}``.
     tenant_policies: dict[str, TenantPolicy] = Field(default_factory=dict)
 

@@ -16,7 +16,14 @@ from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.services.artifacts import AliasKeys, ArtifactService, TenantKeys
 from memvault.services.context import ContextAssembler, CurrentMemories, RecallOrCurrent
-from memvault.services.deletion import InlinePurgeLauncher, PurgeRunner, default_steps
+from memvault.services.deletion import (
+    BackgroundPurgeLauncher,
+    InlinePurgeLauncher,
+    PurgeLauncher,
+    PurgeRunner,
+    StepFunctionsPurgeLauncher,
+    default_steps,
+)
 from memvault.services.memory import MemoryService
 from memvault.services.recall import RecallService
 from memvault.services.runs import RunService
@@ -81,6 +88,7 @@ class Services:
     context: ContextAssembler
     artifacts: ArtifactService
     recall: RecallService
+    purge: PurgeRunner
 
 
 def build_services(
@@ -110,16 +118,13 @@ def build_services(
         clock,
         ids,
     )
-    runner = PurgeRunner(repo, clock, default_steps(repo, clock, artifacts))
-    # Until the Step Functions pipeline exists, the purge runs in-process right after the
-    # tombstone commits; a failed step leaves the job FAILED and resumable.
-    memory = MemoryService(repo, settings, clock, ids, InlinePurgeLauncher(runner.run))
+    embedder = embedder or embedder_from_settings(settings)
+    search = search or search_index(settings, embedder)
+    runner = PurgeRunner(repo, clock, default_steps(repo, clock, artifacts, search))
+    memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
     sessions = SessionService(db, settings, clock)
     runs = RunService(db, settings, clock)
-    embedder = embedder or embedder_from_settings(settings)
-    recall = RecallService(
-        repo, search or search_index(settings, embedder), embedder, settings, clock
-    )
+    recall = RecallService(repo, search, embedder, settings, clock)
     context = ContextAssembler(
         memory,
         sessions,
@@ -135,7 +140,30 @@ def build_services(
         context=context,
         artifacts=artifacts,
         recall=recall,
+        purge=runner,
     )
+
+
+def _launcher(settings: Settings, runner: PurgeRunner, clock: Clock) -> PurgeLauncher:
+    if settings.purge_state_machine_arn:
+        return StepFunctionsPurgeLauncher(
+            boto3.client("stepfunctions", region_name=settings.aws_region),
+            settings.purge_state_machine_arn,
+            clock,
+        )
+    if settings.purge_launch == "background":
+        return BackgroundPurgeLauncher(runner.run)
+    return InlinePurgeLauncher(runner.run)
+
+
+def build_purge_runner(
+    settings: Settings | None = None, *, client: Any = None, clock: Clock | None = None
+) -> PurgeRunner:
+    """The runner the Step Functions tasks call (one action per invocation)."""
+    settings = settings or get_settings()
+    clock = clock or SystemClock()
+    services = build_services(settings, client=client, clock=clock)
+    return services.purge
 
 
 def build_indexer(

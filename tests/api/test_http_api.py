@@ -71,7 +71,13 @@ def test_correct_history_conflict_delete_and_deletion_status() -> None:
         "primary": "DONE",
         "versions": "DONE",
         "idempotency": "NOT_APPLICABLE",
+        "index": "NOT_APPLICABLE",
+        "cache": "NOT_APPLICABLE",
+        "sessions": "NOT_APPLICABLE",
+        "runs": "NOT_APPLICABLE",
     }
+    primary = next(c for c in status.body["copies"] if c["copy"] == "primary")
+    assert primary["attempts"] == 1 and [e["status"] for e in primary["history"]] == ["DONE"]
 
 
 def test_list_export_and_forget() -> None:

@@ -32,6 +32,12 @@ def test_delete_blocks_every_version_and_purges_them(service: MemoryService, ddb
         "primary": CopyState.DONE,
         "versions": CopyState.DONE,
         "idempotency": CopyState.NOT_APPLICABLE,
+        # No search index in this harness; no cache kept; sessions and runs are a
+        # subject's, not a memory's.
+        "index": CopyState.NOT_APPLICABLE,
+        "cache": CopyState.NOT_APPLICABLE,
+        "sessions": CopyState.NOT_APPLICABLE,
+        "runs": CopyState.NOT_APPLICABLE,
     }
     assert service.deletion_status(ctx(), job.deletion_id) == job
     text = stored_text(ddb)
@@ -110,7 +116,7 @@ def test_forget_is_unreadable_at_once_even_before_the_purge_runs(
     service, _, _ = env
     m = service.write(ctx(), "u-1", a_write()).memory
     launched: list[str] = []
-    service.purge = type("Deferred", (), {"launch": lambda self, t, d: launched.append(d)})()
+    service.purge = type("Deferred", (), {"launch": lambda self, t, d, **kw: launched.append(d)})()
 
     job = service.forget(ctx(), "u-1")
 
@@ -121,18 +127,18 @@ def test_forget_is_unreadable_at_once_even_before_the_purge_runs(
     assert service.export(ctx(), "u-1")["memories"] == []
 
 
-class FailingOnce:
-    """A purge step that fails on its first run, as a throttled store would."""
+class FailingTimes:
+    """A purge step that fails its first ``times`` runs, as a throttled store would."""
 
     copy = "primary"
 
-    def __init__(self, real: Any) -> None:
+    def __init__(self, real: Any, times: int) -> None:
         self.real = real
-        self.failed = False
+        self.left = times
 
     def run(self, job: DeletionJob) -> StepResult:
-        if not self.failed:
-            self.failed = True
+        if self.left > 0:
+            self.left -= 1
             raise TimeoutError("store timed out")
         result: StepResult = self.real.run(job)
         return result
@@ -146,9 +152,10 @@ def test_a_failed_step_leaves_the_job_failed_with_its_reason_and_resumable(
     repo = service.repo
     steps = default_steps(repo, clock, releaser=None)  # type: ignore[arg-type]
     primary = next(i for i, s in enumerate(steps) if s.copy == "primary")
-    steps[primary] = FailingOnce(steps[primary])
-    runner = PurgeRunner(repo, clock, steps)
-    service.purge = type("Deferred", (), {"launch": lambda self, t, d: None})()
+    # Fails every attempt the retry policy allows (1 + 3 retries), then works.
+    steps[primary] = FailingTimes(steps[primary], times=4)
+    runner = PurgeRunner(repo, clock, steps, sleep=lambda s: None)
+    service.purge = type("Deferred", (), {"launch": lambda self, t, d, **kw: None})()
     job = service.delete(ctx(), "u-1", m.memory_id)
 
     failed = runner.run("acme", job.deletion_id)
@@ -179,5 +186,9 @@ def test_deletion_status_is_tenant_and_subject_scoped(service: MemoryService) ->
         "artifacts",
         "primary",
         "versions",
+        "index",
+        "cache",
+        "sessions",
+        "runs",
         "idempotency",
     }

@@ -72,6 +72,7 @@ def make_services(
     )
     clock = clock or FakeClock()
     services = build_services(cfg, client=client, clock=clock, s3=s3, keys=keys)
+    services.purge.sleep = lambda seconds: None  # retry backoff without waiting
     return services, client, clock
 
 

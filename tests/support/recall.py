@@ -94,6 +94,7 @@ def make_rig(
     services = build_services(
         cfg, client=client, clock=clock, s3=s3, keys=keys, search=index, embedder=embedder
     )
+    services.purge.sleep = lambda seconds: None
     indexer = Indexer(index, embedder, Dynamo(client, table_names(cfg)), clock)
     pump = StreamPump(
         client,

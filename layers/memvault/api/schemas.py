@@ -79,11 +79,19 @@ class ExportOut(BaseModel):
     memories: list[MemoryOut]
 
 
+class CopyEventOut(BaseModel):
+    status: CopyState
+    at: datetime
+    reason: str | None
+
+
 class CopyOut(BaseModel):
     copy_: str = Field(alias="copy", serialization_alias="copy")
     status: CopyState
     updated_at: datetime
     reason: str | None
+    attempts: int
+    history: list[CopyEventOut]
 
     model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
 
@@ -107,7 +115,16 @@ class DeletionOut(BaseModel):
             requested_at=job.requested_at,
             completed_at=job.completed_at,
             copies=[
-                CopyOut(copy_=c.name, status=c.status, updated_at=c.updated_at, reason=c.reason)
+                CopyOut(
+                    copy_=c.name,
+                    status=c.status,
+                    updated_at=c.updated_at,
+                    reason=c.reason,
+                    attempts=c.attempts,
+                    history=[
+                        CopyEventOut(status=e.status, at=e.at, reason=e.reason) for e in c.history
+                    ],
+                )
                 for c in job.copies
             ],
         )

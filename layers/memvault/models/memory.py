@@ -223,6 +223,16 @@ class DeletionScope(StrEnum):
     ARTIFACT = "artifact"
 
 
+class CopyEvent(BaseModel):
+    """One attempt at clearing a copy, or a change of its state (ids and reasons only)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    status: CopyState
+    at: datetime
+    reason: str | None = None
+
+
 class CopyStatus(BaseModel):
     # ``copy`` is the contract's field name; in Python it would shadow BaseModel.copy.
     model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
@@ -231,6 +241,9 @@ class CopyStatus(BaseModel):
     status: CopyState
     updated_at: datetime
     reason: str | None = None
+    #: Attempts made at this copy so far (a retried step counts each try).
+    attempts: int = 0
+    history: list[CopyEvent] = Field(default_factory=list)
 
 
 class DeletionJob(BaseModel):

@@ -2,32 +2,41 @@
 
 The tombstone (written with the job, in one transaction) already blocks reads; the
 steps here make the data physically gone, copy by copy, each idempotent by
-(deletion id, copy). Later copies (index, cache, artifacts, sessions) add their own
-steps to ``PURGE_STEPS``; the list order is the order the pipeline runs in.
+(deletion id, copy). ``memvault.purge.pipeline.PURGE_PIPELINE`` orders them and gives
+each its retry policy; Step Functions runs that list on AWS, ``PurgeRunner`` locally.
 """
 
 from __future__ import annotations
 
+import threading
+import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Protocol
+from typing import Any, Protocol
 
 from memvault.clock import Clock
 from memvault.models.memory import CopyState, DeletionJob, DeletionScope, DeletionState
-from memvault.observability import logger
-from memvault.storage.dynamo import TransactionConflict
+from memvault.observability import logger, metrics
+from memvault.purge.pipeline import PURGE_PIPELINE, PipelineStep
+from memvault.search.backend import FAILED, SearchIndex
+from memvault.search.documents import IndexOp, Stage
+from memvault.storage.dynamo import Dynamo, TransactionConflict
 from memvault.storage.memory_repo import Chain, MemoryRepository
 
-#: Copies a new job starts with, and the state each starts in.
+#: Copies a new job starts with, and the state each starts in: every pipeline step's
+#: copy, and the copies that never hold content.
 INITIAL_COPIES: dict[str, tuple[CopyState, str | None]] = {
-    "artifacts": (CopyState.PENDING, None),
-    "primary": (CopyState.PENDING, None),
-    "versions": (CopyState.PENDING, None),
+    **{step.copy: (CopyState.PENDING, None) for step in PURGE_PIPELINE},
     "idempotency": (
         CopyState.NOT_APPLICABLE,
         "idempotency records keep a request hash and ids, never a copy of the content",
     ),
 }
+
+
+class PurgeStepFailed(Exception):
+    """A step could not clear its copy on this attempt (Step Functions retries it)."""
 
 
 @dataclass(frozen=True)
@@ -176,64 +185,229 @@ class VersionsStep:
         return StepResult(CopyState.DONE, count=len(targets))
 
 
+class IndexStep:
+    """Overwrite the search document of every chain in scope with a tombstone, at a
+    version above any live one, then read each back: the index never keeps a recallable
+    copy, and a late stream record of the chain is refused afterwards."""
+
+    copy = "index"
+
+    def __init__(self, repo: MemoryRepository, index: SearchIndex | None) -> None:
+        self.repo = repo
+        self.index = index
+
+    def run(self, job: DeletionJob) -> StepResult:
+        if self.index is None:
+            return StepResult(CopyState.NOT_APPLICABLE, "no search index is configured")
+        chains, _ = _chains_in_scope(self.repo, job)
+        ops = [
+            IndexOp(
+                chain_id=c.chain_id,
+                tenant_id=job.tenant_id,
+                subject_id=job.subject_id,
+                memory_id=c.current_memory_id,
+                memory_version=c.current_version,
+                stage=Stage.PURGED,
+            )
+            for c in chains
+        ]
+        failed = [r for r in self.index.apply(ops) if r.outcome == FAILED]
+        if failed:
+            raise PurgeStepFailed(f"{len(failed)} index document(s) not overwritten")
+        self.index.refresh()
+        live = [
+            op.chain_id
+            for op in ops
+            if (held := self.index.get(job.tenant_id, op.chain_id)) is not None
+            and held[1].get("doc_type") != "tombstone"
+        ]
+        if live:
+            raise PurgeStepFailed(f"{len(live)} index document(s) still live after the write")
+        return StepResult(
+            CopyState.DONE if ops else CopyState.NOT_APPLICABLE,
+            f"{len(ops)} document(s) tombstoned" if ops else "nothing was indexed",
+            len(ops),
+        )
+
+
+class CacheStep:
+    copy = "cache"
+
+    def run(self, job: DeletionJob) -> StepResult:
+        return StepResult(
+            CopyState.NOT_APPLICABLE,
+            "recall keeps no result cache: every answer is read from the index and the table",
+        )
+
+
+class SessionsStep:
+    """Forgetting a subject ends every session of theirs (messages and summaries); a
+    single memory's deletion leaves sessions alone (they have their own lifetime)."""
+
+    copy = "sessions"
+
+    def __init__(self, db: Dynamo) -> None:
+        self.db = db
+
+    def run(self, job: DeletionJob) -> StepResult:
+        if job.scope is not DeletionScope.SUBJECT:
+            return StepResult(CopyState.NOT_APPLICABLE, "sessions are not in a memory's scope")
+        prefix = f"{job.tenant_id}#{job.subject_id}#"
+        doomed = [(i["pk"], i["sk"]) for i in self.db.scan_prefix("sessions", prefix)]
+        self.db.delete_many("sessions", doomed)
+        return StepResult(CopyState.DONE, f"{len(doomed)} session item(s) deleted", len(doomed))
+
+
+class RunsStep:
+    """Forgetting a subject deletes the run state of their runs (checkpoints, operations,
+    events); their artifacts went with the artifacts step."""
+
+    copy = "runs"
+
+    def __init__(self, db: Dynamo) -> None:
+        self.db = db
+
+    def run(self, job: DeletionJob) -> StepResult:
+        if job.scope is not DeletionScope.SUBJECT:
+            return StepResult(CopyState.NOT_APPLICABLE, "run state is not in a memory's scope")
+        items = list(self.db.scan_prefix("runs", f"{job.tenant_id}#"))
+        runs = {i["pk"] for i in items if i.get("subject_id") == job.subject_id}
+        doomed = [(i["pk"], i["sk"]) for i in items if i["pk"] in runs]
+        self.db.delete_many("runs", doomed)
+        return StepResult(
+            CopyState.DONE if runs else CopyState.NOT_APPLICABLE,
+            f"{len(runs)} run(s), {len(doomed)} item(s) deleted",
+            len(doomed),
+        )
+
+
 def default_steps(
-    repo: MemoryRepository, clock: Clock, releaser: ArtifactReleaser
+    repo: MemoryRepository,
+    clock: Clock,
+    releaser: ArtifactReleaser,
+    index: SearchIndex | None = None,
 ) -> list[PurgeStep]:
-    return [ArtifactsStep(repo, releaser), PrimaryStep(repo, clock), VersionsStep(repo, clock)]
+    """One handler per pipeline step, in the pipeline's order."""
+    handlers: dict[str, PurgeStep] = {
+        "artifacts": ArtifactsStep(repo, releaser),
+        "primary": PrimaryStep(repo, clock),
+        "versions": VersionsStep(repo, clock),
+        "index": IndexStep(repo, index),
+        "cache": CacheStep(),
+        "sessions": SessionsStep(repo.db),
+        "runs": RunsStep(repo.db),
+    }
+    return [handlers[step.copy] for step in PURGE_PIPELINE]
 
 
 class PurgeRunner:
-    """Runs the purge steps of one job in order; safe to run again (resume) at any point."""
+    """Runs the purge of one job: the pipeline's steps in order, each retried by its
+    policy. Safe to run again (resume) at any point: a copy already cleared is skipped.
 
-    def __init__(self, repo: MemoryRepository, clock: Clock, steps: list[PurgeStep]) -> None:
+    ``begin``, ``attempt``, ``fail`` and ``finish`` are also what the Step Functions tasks
+    call, one per state, so both runners record the same history."""
+
+    def __init__(
+        self,
+        repo: MemoryRepository,
+        clock: Clock,
+        steps: list[PurgeStep],
+        *,
+        pipeline: tuple[PipelineStep, ...] = PURGE_PIPELINE,
+        sleep: Callable[[float], None] = time.sleep,
+    ) -> None:
         self.repo = repo
         self.clock = clock
-        self.steps = steps
+        self.handlers = {s.copy: s for s in steps}
+        self.pipeline = pipeline
+        self.sleep = sleep
 
     def run(self, tenant_id: str, deletion_id: str) -> DeletionJob:
+        job = self.begin(tenant_id, deletion_id)
+        if job.status is DeletionState.COMPLETED:
+            return job
+        for spec in self.pipeline:
+            delays = spec.retry.delays()
+            for attempt in range(len(delays) + 1):
+                try:
+                    self.attempt(job, spec.copy)
+                    break
+                except PurgeStepFailed as err:
+                    if attempt == len(delays):
+                        self.fail(tenant_id, deletion_id, spec.copy, str(err))
+                        return self._reload(tenant_id, deletion_id)
+                    self.sleep(delays[attempt])
+        return self.finish(tenant_id, deletion_id)
+
+    def begin(self, tenant_id: str, deletion_id: str) -> DeletionJob:
         job = self.repo.job(tenant_id, deletion_id)
         if job is None:
             raise LookupError(deletion_id)
-        if job.status is DeletionState.COMPLETED:
-            return job
-        self.repo.set_job_state(tenant_id, deletion_id, DeletionState.PURGING, self.clock.now())
-        done = {
-            c.name for c in job.copies if c.status in (CopyState.DONE, CopyState.NOT_APPLICABLE)
-        }
-        for step in self.steps:
-            if step.copy in done:
-                continue
-            try:
-                result = step.run(job)
-            except Exception as err:
-                reason = f"{type(err).__name__} in step '{step.copy}'; resume the job to retry"
-                self.repo.set_copy(
-                    tenant_id, deletion_id, step.copy, CopyState.FAILED, self.clock.now(), reason
-                )
-                self.repo.set_job_state(
-                    tenant_id, deletion_id, DeletionState.FAILED, self.clock.now()
-                )
-                logger.warning(
-                    "purge step failed",
-                    extra={
-                        "deletion_id": deletion_id,
-                        "copy": step.copy,
-                        "error": type(err).__name__,
-                    },
-                )
-                return self._reload(tenant_id, deletion_id)
+        if job.status is not DeletionState.COMPLETED:
+            self.repo.set_job_state(tenant_id, deletion_id, DeletionState.PURGING, self.clock.now())
+        return job
+
+    def attempt(self, job: DeletionJob, copy: str) -> None:
+        """One try at one copy; raises ``PurgeStepFailed`` (recorded) when it fails."""
+        current = next((c for c in job.copies if c.name == copy), None)
+        if current is not None and current.status in (CopyState.DONE, CopyState.NOT_APPLICABLE):
+            return
+        step = self.handlers[copy]
+        try:
+            result = step.run(job)
+        except Exception as err:
+            reason = f"{type(err).__name__} in step '{copy}'"
+            if isinstance(err, PurgeStepFailed):
+                reason += f": {err}"
             self.repo.set_copy(
-                tenant_id, deletion_id, step.copy, result.state, self.clock.now(), result.reason
+                job.tenant_id,
+                job.deletion_id,
+                copy,
+                CopyState.PENDING,
+                self.clock.now(),
+                f"attempt failed ({reason}); retrying",
+                attempt=True,
             )
-            logger.info(
-                "purge step done",
-                extra={
-                    "deletion_id": deletion_id,
-                    "copy": step.copy,
-                    "count": result.count,
-                },
+            logger.warning(
+                "purge attempt failed",
+                extra={"deletion_id": job.deletion_id, "copy": copy, "error": type(err).__name__},
             )
+            raise PurgeStepFailed(reason) from err
+        self.repo.set_copy(
+            job.tenant_id,
+            job.deletion_id,
+            copy,
+            result.state,
+            self.clock.now(),
+            result.reason,
+            attempt=True,
+        )
+        logger.info(
+            "purge step done",
+            extra={"deletion_id": job.deletion_id, "copy": copy, "count": result.count},
+        )
+
+    def fail(self, tenant_id: str, deletion_id: str, copy: str, reason: str) -> DeletionJob:
+        """Retries are spent: the copy and the job are FAILED (the tombstone still blocks
+        every read); deleting again, or ``memvault`` resume, runs the job again."""
+        self.repo.set_copy(
+            tenant_id,
+            deletion_id,
+            copy,
+            CopyState.FAILED,
+            self.clock.now(),
+            f"{reason}; retries exhausted, resume the job to try again",
+        )
+        self.repo.set_job_state(tenant_id, deletion_id, DeletionState.FAILED, self.clock.now())
+        metrics.add_metric(name="PurgeFailed", unit="Count", value=1)
+        logger.error("purge failed", extra={"deletion_id": deletion_id, "copy": copy})
+        return self._reload(tenant_id, deletion_id)
+
+    def finish(self, tenant_id: str, deletion_id: str) -> DeletionJob:
+        """COMPLETED only when no copy is PENDING or FAILED."""
         final = self._reload(tenant_id, deletion_id)
+        if final.status is DeletionState.COMPLETED:
+            return final
         if all(c.status in (CopyState.DONE, CopyState.NOT_APPLICABLE) for c in final.copies):
             self.repo.set_job_state(
                 tenant_id, deletion_id, DeletionState.COMPLETED, self.clock.now()
@@ -250,12 +424,76 @@ class PurgeRunner:
 class PurgeLauncher(Protocol):
     """Starts the purge of a recorded job: in-process locally, Step Functions on AWS."""
 
-    def launch(self, tenant_id: str, deletion_id: str) -> None: ...
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None: ...
 
 
 class InlinePurgeLauncher:
+    """Runs the purge before the request returns (tests)."""
+
     def __init__(self, run: Callable[[str, str], object]) -> None:
         self._run = run
 
-    def launch(self, tenant_id: str, deletion_id: str) -> None:
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
         self._run(tenant_id, deletion_id)
+
+
+class BackgroundPurgeLauncher:
+    """Local mode: the pipeline runs on a worker thread; the request returns at once and
+    the job reaches COMPLETED by itself, as a Step Functions execution would."""
+
+    def __init__(self, run: Callable[[str, str], object], workers: int = 2) -> None:
+        self._run = run
+        self._pool = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="purge")
+        self._lock = threading.Lock()
+        self._running: set[str] = set()
+
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
+        with self._lock:
+            if deletion_id in self._running:
+                return  # a second start of a running job is a no-op, as on AWS
+            self._running.add(deletion_id)
+        self._pool.submit(self._guarded, tenant_id, deletion_id)
+
+    def _guarded(self, tenant_id: str, deletion_id: str) -> None:
+        try:
+            self._run(tenant_id, deletion_id)
+        except Exception:
+            logger.exception("purge run crashed", extra={"deletion_id": deletion_id})
+        finally:
+            with self._lock:
+                self._running.discard(deletion_id)
+
+    def drain(self) -> None:
+        """Wait for every purge started so far (tests, shutdown)."""
+        self._pool.submit(lambda: None).result()
+        while True:
+            with self._lock:
+                if not self._running:
+                    return
+            time.sleep(0.01)
+
+
+class StepFunctionsPurgeLauncher:
+    """AWS: one standard-workflow execution per job, named after the deletion id, so a
+    second start of the same job is refused by Step Functions and changes nothing.
+    A resumed (FAILED) job starts a new execution with a suffixed name."""
+
+    def __init__(self, client: Any, state_machine_arn: str, clock: Clock) -> None:
+        self.client = client
+        self.arn = state_machine_arn
+        self.clock = clock
+
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
+        import json
+
+        name = deletion_id
+        if resume:
+            name = f"{deletion_id}-r{int(self.clock.now().timestamp())}"
+        try:
+            self.client.start_execution(
+                stateMachineArn=self.arn,
+                name=name,
+                input=json.dumps({"tenant_id": tenant_id, "deletion_id": deletion_id}),
+            )
+        except self.client.exceptions.ExecutionAlreadyExists:
+            return

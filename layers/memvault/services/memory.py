@@ -636,7 +636,7 @@ class MemoryService:
         return job
 
     def _launch(self, job: DeletionJob) -> DeletionJob:
-        self.purge.launch(job.tenant_id, job.deletion_id)
+        self.purge.launch(job.tenant_id, job.deletion_id, resume=job.status is DeletionState.FAILED)
         fresh = self.repo.job(job.tenant_id, job.deletion_id)
         return fresh or job
 

@@ -258,3 +258,45 @@ class Dynamo:
             if err.response.get("Error", {}).get("Code") == "ConditionalCheckFailedException":
                 raise TransactionConflict({"update"}) from err
             raise map_client_error(err) from err
+
+    def scan_prefix(self, table: str, pk_prefix: str) -> Iterator[dict[str, Any]]:
+        """Every item whose partition key starts with ``pk_prefix`` (a full scan, paged:
+        for rare bulk work such as forgetting a subject, never on a request path)."""
+        params: dict[str, Any] = {
+            "TableName": self.names[table],
+            "FilterExpression": "begins_with(pk, :p)",
+            "ExpressionAttributeValues": {":p": {"S": pk_prefix}},
+        }
+        while True:
+            try:
+                page = self.client.scan(**params)
+            except ClientError as err:
+                raise map_client_error(err) from err
+            for raw in page.get("Items", []):
+                yield from_item(raw)
+            if "LastEvaluatedKey" not in page:
+                return
+            params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def delete_many(self, table: str, item_keys: list[tuple[str, str]]) -> int:
+        """Delete items in batches of 25 (idempotent); unprocessed ones are retried."""
+        name = self.names[table]
+        unique = list(dict.fromkeys(item_keys))
+        for start in range(0, len(unique), 25):
+            pending: dict[str, Any] = {
+                name: [
+                    {"DeleteRequest": {"Key": key(pk, sk)}} for pk, sk in unique[start : start + 25]
+                ]
+            }
+            for attempt in range(8):
+                try:
+                    out = self.client.batch_write_item(RequestItems=pending)
+                except ClientError as err:
+                    raise map_client_error(err) from err
+                pending = out.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            if pending:
+                raise Throttled("the store did not delete every item; retry", {"retryable": True})
+        return len(unique)

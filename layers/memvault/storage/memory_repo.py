@@ -12,6 +12,7 @@ from typing import Any
 
 from memvault.clock import iso, parse_iso
 from memvault.models.memory import (
+    CopyEvent,
     CopyState,
     CopyStatus,
     DeletionJob,
@@ -183,7 +184,16 @@ def job_to_item(job: DeletionJob) -> dict[str, Any]:
         "requested_at": iso(job.requested_at),
         "completed_at": iso(job.completed_at) if job.completed_at else None,
         "copies": {
-            c.name: {"status": c.status.value, "updated_at": iso(c.updated_at), "reason": c.reason}
+            c.name: {
+                "status": c.status.value,
+                "updated_at": iso(c.updated_at),
+                "reason": c.reason,
+                "attempts": c.attempts,
+                "history": [
+                    {"status": e.status.value, "at": iso(e.at), "reason": e.reason}
+                    for e in c.history
+                ],
+            }
             for c in job.copies
         },
     }
@@ -196,6 +206,13 @@ def job_from_item(item: dict[str, Any]) -> DeletionJob:
             status=CopyState(c["status"]),
             updated_at=parse_iso(c["updated_at"]),
             reason=c.get("reason"),
+            attempts=int(c.get("attempts", 0)),
+            history=[
+                CopyEvent(
+                    status=CopyState(e["status"]), at=parse_iso(e["at"]), reason=e.get("reason")
+                )
+                for e in c.get("history", [])
+            ],
         )
         for name, c in sorted(item.get("copies", {}).items())
     ]
@@ -765,15 +782,53 @@ class MemoryRepository:
         state: CopyState,
         at: datetime,
         reason: str | None = None,
+        *,
+        attempt: bool = False,
     ) -> None:
-        self.db.update(
-            "deletions",
-            keys.deletion_pk(tenant_id, deletion_id),
-            keys.JOB_SK,
-            "SET copies.#copy = :c",
-            names={"#copy": copy},
-            values={":c": {"status": state.value, "updated_at": iso(at), "reason": reason}},
-        )
+        """Record a copy's state and append it to the copy's history; ``attempt`` counts
+        one more try at the copy."""
+        event = {"status": state.value, "at": iso(at), "reason": reason}
+        pk, sk = keys.deletion_pk(tenant_id, deletion_id), keys.JOB_SK
+        try:
+            self.db.update(
+                "deletions",
+                pk,
+                sk,
+                "SET copies.#copy.#status = :s, copies.#copy.updated_at = :at, "
+                "copies.#copy.reason = :r, "
+                "copies.#copy.attempts = if_not_exists(copies.#copy.attempts, :zero) + :inc, "
+                "copies.#copy.history = "
+                "list_append(if_not_exists(copies.#copy.history, :none), :e)",
+                names={"#copy": copy, "#status": "status"},
+                values={
+                    ":s": state.value,
+                    ":at": iso(at),
+                    ":r": reason,
+                    ":zero": 0,
+                    ":inc": 1 if attempt else 0,
+                    ":none": [],
+                    ":e": [event],
+                },
+                condition="attribute_exists(copies.#copy)",
+            )
+        except TransactionConflict:
+            # A job recorded before this copy existed: start its entry.
+            self.db.update(
+                "deletions",
+                pk,
+                sk,
+                "SET copies.#copy = :c",
+                names={"#copy": copy},
+                values={
+                    ":c": {
+                        "status": state.value,
+                        "updated_at": iso(at),
+                        "reason": reason,
+                        "attempts": 1 if attempt else 0,
+                        "history": [event],
+                    }
+                },
+            )
 
     def set_job_state(
         self,

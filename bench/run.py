@@ -1,0 +1,134 @@
+"""``make bench``: every benchmark, results written to ``bench/results/latest.json`` and a
+readable ``bench/results/latest.md``. Needs the local OpenSearch (``make opensearch``).
+
+Machines here are shared and noisy: figures are medians and percentiles of many runs of
+one operation, compared with goals as ratios, never asserted by tests.
+"""
+
+from __future__ import annotations
+
+import json
+import platform
+import subprocess
+import sys
+import time
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "bench" / "results"
+sys.path.insert(0, str(ROOT / "bench"))
+
+GOALS = {
+    "recall_server_p95_ms": 45.0,
+    "write_to_first_recall_p95_ms": 1500.0,
+    "embedding_texts_per_s": 70.0,
+    "deletion_completed_p95_ms": 5000.0,
+}
+
+
+def _opensearch() -> str:
+    out = subprocess.run(
+        ["bash", str(ROOT / "scripts" / "opensearch.sh"), "start"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    return out.stdout.strip().splitlines()[-1]
+
+
+def main(only: list[str]) -> int:
+    import deletion_speed
+    import embeddings
+    import recall_eval
+    import recall_speed
+
+    url = _opensearch()
+    sections: dict[str, Any] = {}
+    plan = {
+        "embeddings": embeddings.run,
+        "recall_quality": lambda: recall_eval.run("opensearch", url),
+        "recall_speed": lambda: recall_speed.run(url),
+        "deletion": deletion_speed.run,
+    }
+    for name, bench in plan.items():
+        if only and name not in only:
+            continue
+        print(f"== {name}", file=sys.stderr, flush=True)
+        started = time.monotonic()
+        sections[name] = bench()
+        sections[name]["bench_seconds"] = round(time.monotonic() - started, 1)
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    previous = {}
+    latest = RESULTS / "latest.json"
+    if latest.exists() and only:
+        previous = json.loads(latest.read_text()).get("sections", {})
+    report = {
+        "when": datetime.now(UTC).isoformat(timespec="seconds"),
+        "machine": f"{platform.machine()}, {platform.python_version()}, "
+        f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores",
+        "goals": GOALS,
+        "sections": previous | sections,
+    }
+    latest.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    (RESULTS / "latest.md").write_text(render(report))
+    print(render(report))
+    return 0
+
+
+def render(report: dict[str, Any]) -> str:
+    s = report["sections"]
+    lines = [f"# Benchmark results ({report['when']}, {report['machine']})", ""]
+    if "embeddings" in s:
+        e = s["embeddings"]
+        lines += [
+            "## Embeddings (all-MiniLM-L6-v2 on numpy)",
+            "",
+            "```",
+            json.dumps(e, indent=2),
+            "```",
+            "",
+        ]
+    if "recall_quality" in s:
+        q = s["recall_quality"]
+        lines += [
+            f"## Recall quality: evaluation set over HTTP ({q['backend']})",
+            "",
+            "| mode | recall@5 | recall@10 | en @10 | zh @10 | queries with a trap in top 10 "
+            "| expect_empty answered empty | server p50 / p95 ms |",
+            "|---|---|---|---|---|---|---|---|",
+        ]
+        for mode, r in q["modes"].items():
+            rec = r["recall"]
+            zh = f"{rec['zh']['@10']} ({rec['zh']['queries']} q)"
+            ms = f"{r['server_ms_p50']} / {r['server_ms_p95']}"
+            lines.append(
+                f"| {mode} | {rec['all']['@5']} | {rec['all']['@10']} | {rec['en']['@10']} "
+                f"| {zh} | {r['queries_with_trap_in_top10']} "
+                f"| {r['expect_empty_answered_empty']} | {ms} |"
+            )
+        lines.append("")
+    if "recall_speed" in s:
+        lines += [
+            "## Recall speed (10,000 memories, one tenant, OpenSearch)",
+            "",
+            "```",
+            json.dumps(s["recall_speed"], indent=2),
+            "```",
+            "",
+        ]
+    if "deletion" in s:
+        lines += [
+            "## Deletion: request to COMPLETED (local stack)",
+            "",
+            "```",
+            json.dumps(s["deletion"], indent=2),
+            "```",
+            "",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
