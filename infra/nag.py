@@ -104,6 +104,7 @@ def acknowledge(stack: MemvaultStack) -> None:
             "The silo tenant's own object prefix: the functions serve only that tenant.",
         )
     _search(stack)
+    _purge(stack)
     isolation = stack.isolation
     if isolation.tenant_role is not None:
         _ack(
@@ -127,10 +128,52 @@ def acknowledge(stack: MemvaultStack) -> None:
         )
 
 
+def _purge(stack: MemvaultStack) -> None:
+    purge = stack.purge
+    function = stack.get_logical_id(purge.function.node.default_child)  # type: ignore[arg-type]
+    _ack(
+        purge.state_machine.role,
+        "IAM5[Resource::*]",
+        "What Step Functions needs to deliver the execution log (logs:*LogDelivery, "
+        "logs:PutResourcePolicy, logs:Describe*: CloudWatch Logs' vended-log delivery "
+        "APIs take no resource) and X-Ray tracing (xray:PutTraceSegments, "
+        "PutTelemetryRecords, GetSampling*: no resource either); the role's only other "
+        "action is lambda:InvokeFunction on the purge function.",
+    )
+    _ack(
+        purge.state_machine.role,
+        f"IAM5[Resource::<{function}.Arn>:*]",
+        "Versions and aliases of the one purge function (CDK's grant for a Lambda task); "
+        "the role may invoke no other function.",
+    )
+    if not stack.deployment.silo_tenant:
+        bucket = stack.get_logical_id(stack.data.artifacts.node.default_child)  # type: ignore[arg-type]
+        _ack(
+            purge.function,
+            f"IAM5[Resource::<{bucket}.Arn>/*]",
+            "The purge deletes the object versions of the deletion's tenant, which in a pool "
+            "may be any tenant of the stack; it may only delete objects (never read or write "
+            "them), and runs only as the state machine's task, started by the API for a "
+            "deletion that tenant's own token requested.",
+        )
+    for fn in purge.starters:
+        _ack(
+            fn,
+            f"IAM5[Resource::{_executions(purge.name)}]",
+            "states:DescribeExecution on the purge state machine's own executions: each "
+            "is named after its deletion id, which is known only when the API accepts "
+            "the deletion.",
+        )
+
+
+def _executions(name: str) -> str:
+    return f"arn:<AWS::Partition>:states:<AWS::Region>:<AWS::AccountId>:execution:{name}:*"
+
+
 def _search(stack: MemvaultStack) -> None:
     search = stack.search
     domain = stack.get_logical_id(search.domain.node.default_child)  # type: ignore[arg-type]
-    for fn in (*search.readers, search.indexer):
+    for fn in (*search.readers, search.indexer, *([search.purger] if search.purger else [])):
         _ack(
             fn,
             f"IAM5[Resource::<{domain}.Arn>/*]",

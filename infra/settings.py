@@ -25,6 +25,9 @@ FUNCTIONS = {
     "sweeper": {"memory": 512, "timeout": Duration.minutes(5), "reserved": 1},
     # Stream consumer: a batch embeds up to INDEXER_BATCH_SIZE texts in turn.
     "indexer": {"memory": 512, "timeout": Duration.minutes(1), "reserved": 10},
+    # The purge pipeline's tasks (Step Functions invokes one per step; a step works
+    # through a deletion's scope in pages and is retried, so it stays well inside this).
+    "purge": {"memory": 512, "timeout": Duration.minutes(5), "reserved": 5},
 }
 #: How often staged uploads never committed are swept.
 SWEEP_SCHEDULE = Duration.hours(1)
@@ -61,6 +64,26 @@ INDEXER_PARALLELIZATION = 2  # concurrent batches per stream shard (in order per
 #: Batches given up on (their shard and sequence range, never content) wait here.
 INDEXER_DLQ_RETENTION = Duration.days(14)
 
+#: The purge pipeline (layers/memvault/purge/pipeline.py lists its steps): a Step Functions
+#: standard workflow, one Lambda task per step. The tables its steps touch (never the
+#: idempotency table) and those it scans, the errors a step is retried on (the handler
+#: raises PurgeStepFailed; the rest are Lambda's own transient faults), the execution
+#: log's retention, and the longest an execution may run: above the worst case of every
+#: step using all its attempts at the function's timeout with every backoff wait
+#: (tests/infrastructure/test_purge_stack.py checks that).
+PURGE_TABLES = ("memory", "deletions", "audit", "sessions", "runs", "artifacts")
+PURGE_SCANNED_TABLES = ("sessions", "runs")  # a subject's items, found by key prefix
+PURGE_RETRY_ERRORS = (
+    "PurgeStepFailed",
+    "Lambda.ServiceException",
+    "Lambda.AWSLambdaException",
+    "Lambda.SdkClientException",
+    "Lambda.TooManyRequestsException",
+    "Lambda.ClientExecutionTimeoutException",
+)
+PURGE_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
+PURGE_EXECUTION_TIMEOUT = Duration.hours(6)
+
 #: Alarms.
 ERROR_ALARM_THRESHOLD = 5  # function errors in 5 minutes
 THROTTLE_ALARM_THRESHOLD = 1
@@ -68,6 +91,10 @@ API_5XX_THRESHOLD = 5
 ITERATOR_AGE_THRESHOLD = Duration.seconds(60)  # the indexer's lag, held for 5 minutes
 SEARCH_FREE_STORAGE_MIB = 2048  # least free storage on any data node
 SEARCH_JVM_PRESSURE_PERCENT = 80  # held for 15 minutes
+PURGE_FAILED_THRESHOLD = 1  # any purge execution failed or timed out
+
+#: Each tenant's key alias is ``<TENANT_KEY_ALIAS_PREFIX><tenant>`` (the runtime is told).
+TENANT_KEY_ALIAS_PREFIX = f"alias/{APP}/"
 
 #: The session tag that scopes a tenant's credentials, and the key prefix it allows.
 TENANT_TAG = "tenant_id"

@@ -13,6 +13,7 @@ from infra.constructs.compute import Compute
 from infra.constructs.data import DataTables
 from infra.constructs.isolation import Isolation
 from infra.constructs.observability import Observability
+from infra.constructs.purge import PurgePipeline
 from infra.constructs.search import Search
 from infra.constructs.tenancy import TenantKeys
 from infra.deployment import Deployment
@@ -59,6 +60,13 @@ class MemvaultStack(Stack):
             table_key=self.data.key,
             indexer=functions["indexer"],
             readers=[functions["api"], functions["direct"]],
+            purger=functions["purge"],
+        )
+        self.purge = PurgePipeline(
+            self,
+            "Purge",
+            function=functions["purge"],
+            starters=[functions["api"], functions["direct"]],
         )
         self.api = Api(
             self,
@@ -79,6 +87,7 @@ class MemvaultStack(Stack):
             api=self.api.rest_api,
             key=self.data.key,
             search=self.search,
+            purge=self.purge.state_machine,
         )
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
         CfnOutput(self, "Mode", value=deployment.mode)

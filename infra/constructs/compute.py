@@ -75,6 +75,18 @@ class Compute(Construct):
         self.functions["indexer"] = self._function(
             "indexer", {**common, "POWERTOOLS_SERVICE_NAME": f"{settings.APP}-indexer"}
         )
+        # The purge pipeline's tasks (the state machine, its search settings and its
+        # grants come from the Purge, Search and Isolation constructs). It serves no
+        # caller either: it works on a deletion named by tenant and id.
+        self.functions["purge"] = self._function(
+            "purge",
+            {
+                **common,
+                "POWERTOOLS_SERVICE_NAME": f"{settings.APP}-purge",
+                "MEMVAULT_TENANT_KEY_ALIAS_PREFIX": settings.TENANT_KEY_ALIAS_PREFIX,
+                **environment,
+            },
+        )
         events.Rule(
             self,
             "SweepSchedule",

@@ -32,6 +32,8 @@ OBJECT_ACTIONS = [
     "s3:DeleteObject",
     "s3:DeleteObjectVersion",
 ]
+#: The purge lists an object's versions and deletes each; it never reads or writes one.
+PURGE_OBJECT_ACTIONS = ["s3:DeleteObject", "s3:DeleteObjectVersion"]
 #: Listing (needed to tell a missing object from a forbidden one, and to find versions).
 LIST_ACTIONS = ["s3:ListBucket", "s3:ListBucketVersions"]
 
@@ -52,7 +54,16 @@ class Isolation(Construct):
         super().__init__(scope, construct_id)
         self.tenant_role: iam.Role | None = None
         table_arns = [t.table_arn for t in tables.values()]
-        data_functions = [f for f in functions if f.node.id in ("ApiFunction", "DirectFunction")]
+        callers = [f for f in functions if f.node.id in ("ApiFunction", "DirectFunction")]
+        purge = next((f for f in functions if f.node.id == "PurgeFunction"), None)
+        if purge is not None:
+            self._purge(
+                purge,
+                None if pool else next(iter(tenant_keys)),
+                tables=tables,
+                table_key=table_key,
+                bucket=bucket,
+            )
         sweeper = next(f for f in functions if f.node.id == "SweeperFunction")
         # The sweeper works across tenants by design: it only removes uploads never
         # committed, and reads nothing but their keys.
@@ -81,11 +92,11 @@ class Isolation(Construct):
         health = iam.PolicyStatement(
             actions=["dynamodb:DescribeTable"], resources=[tables["memory"].table_arn]
         )
-        for fn in data_functions:
+        for fn in callers:
             fn.add_to_role_policy(health)
         if not pool:
             ((tenant, key),) = tenant_keys.items()
-            for fn in data_functions:
+            for fn in callers:
                 fn.add_to_role_policy(
                     iam.PolicyStatement(actions=ITEM_ACTIONS, resources=table_arns)
                 )
@@ -121,7 +132,7 @@ class Isolation(Construct):
             "TenantAccessRole",
             description="Assumed per request with the caller's tenant as session tag",
             assumed_by=iam.CompositePrincipal(
-                *[iam.ArnPrincipal(fn.role.role_arn) for fn in data_functions if fn.role]
+                *[iam.ArnPrincipal(fn.role.role_arn) for fn in callers if fn.role]
             ).with_session_tags(),
         )
         assert role.assume_role_policy is not None
@@ -177,7 +188,7 @@ class Isolation(Construct):
                 conditions={"StringEquals": {f"kms:EncryptionContext:{settings.TENANT_TAG}": TAG}},
             )
         )
-        for fn in data_functions:
+        for fn in callers:
             fn.add_to_role_policy(
                 iam.PolicyStatement(
                     actions=["sts:AssumeRole", "sts:TagSession"],
@@ -186,3 +197,63 @@ class Isolation(Construct):
             )
             fn.add_environment("MEMVAULT_TENANT_ROLE_ARN", role.role_arn)
         self.tenant_role = role
+
+    @staticmethod
+    def _purge(
+        fn: lambda_.Function,
+        tenant: str | None,
+        *,
+        tables: dict[str, dynamodb.Table],
+        table_key: kms.IKey,
+        bucket: s3.IBucket,
+    ) -> None:
+        """What the purge steps touch, on the function's own role. Like the sweeper it
+        works for whichever tenant a deletion names (in a pool, every tenant of the
+        stack): it serves no caller, and runs only as the state machine's task, whose
+        executions only the API starts, for a deletion it accepted from that tenant. A
+        subject's sessions and run state are found by scanning for the tenant's and
+        subject's key prefix, which a tenant-scoped session cannot do (``Scan`` carries
+        no leading keys to bound it)."""
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="PurgeItems",
+                actions=ITEM_ACTIONS,
+                resources=[tables[name].table_arn for name in settings.PURGE_TABLES],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="FindSubjectItems",
+                actions=["dynamodb:Scan"],
+                resources=[tables[name].table_arn for name in settings.PURGE_SCANNED_TABLES],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="TablesKeyThroughDynamoDB",
+                actions=["kms:Decrypt", "kms:Encrypt", "kms:GenerateDataKey*"],
+                resources=[table_key.key_arn],
+                conditions={
+                    "StringEquals": {
+                        "kms:ViaService": f"dynamodb.{Stack.of(fn).region}.amazonaws.com"
+                    }
+                },
+            )
+        )
+        # Object versions are listed and deleted; no object is read, so no tenant key.
+        prefix = f"{tenant}/*" if tenant else "*"
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="DeleteObjectVersions",
+                actions=PURGE_OBJECT_ACTIONS,
+                resources=[bucket.arn_for_objects(prefix)],
+            )
+        )
+        fn.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ListObjectVersions",
+                actions=LIST_ACTIONS,
+                resources=[bucket.bucket_arn],
+                conditions={"StringLike": {"s3:prefix": [prefix]}} if tenant else None,
+            )
+        )

@@ -1,4 +1,5 @@
-"""Alarms and a dashboard for the functions, the API and recall's search index."""
+"""Alarms and a dashboard for the functions, the API, recall's search index and the purge
+pipeline."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_stepfunctions as sfn
 
 from constructs import Construct
 from infra import settings
@@ -33,6 +35,7 @@ class Observability(Construct):
         api: apigw.RestApi,
         key: kms.IKey,
         search: Search | None = None,
+        purge: sfn.StateMachine | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
@@ -81,6 +84,8 @@ class Observability(Construct):
         )
         if search is not None:
             dashboard.add_widgets(*self._search(search))
+        if purge is not None:
+            dashboard.add_widgets(self._purge(purge))
         dashboard.add_widgets(
             cloudwatch.AlarmStatusWidget(title="Alarms", alarms=list(self.alarms))
         )
@@ -133,6 +138,23 @@ class Observability(Construct):
                 right=[domain.metric_search_latency(), domain.metric_indexing_latency()],
             ),
         ]
+
+    def _purge(self, purge: sfn.StateMachine) -> cloudwatch.IWidget:
+        """Any purge that failed (after its steps' retries) or ran out of time: a
+        deletion the API reported accepted whose copies are not all gone."""
+        period = Duration.minutes(5)
+        failed = purge.metric_failed(period=period, statistic="Sum")
+        timed_out = purge.metric_timed_out(period=period, statistic="Sum")
+        self._alarm("purge-failed", failed, settings.PURGE_FAILED_THRESHOLD)
+        self._alarm("purge-timed-out", timed_out, settings.PURGE_FAILED_THRESHOLD)
+        return cloudwatch.GraphWidget(
+            title="Purge pipeline: executions started, succeeded, failed, timed out",
+            left=[
+                purge.metric_started(period=period, statistic="Sum"),
+                purge.metric_succeeded(period=period, statistic="Sum"),
+            ],
+            right=[failed, timed_out],
+        )
 
     def _alarm(
         self,

@@ -30,6 +30,9 @@ from infra.deployment import Deployment
 READ_ACTIONS = ["es:ESHttpGet", "es:ESHttpPost"]
 #: What the indexer needs: documents, bulk requests, index and alias management.
 WRITE_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut"]
+#: What the purge needs: check the index exists (HEAD, as every writer does first),
+#: overwrite a chain's document with a tombstone (bulk), refresh, and read it back.
+PURGE_ACTIONS = ["es:ESHttpGet", "es:ESHttpHead", "es:ESHttpPost", "es:ESHttpPut"]
 DOMAIN_NAME = re.compile(r"^[a-z][a-z0-9-]{2,27}$")
 
 
@@ -55,6 +58,7 @@ class Search(Construct):
         table_key: kms.IKey,
         indexer: lambda_.Function,
         readers: list[lambda_.Function],
+        purger: lambda_.Function | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         stack = Stack.of(self)
@@ -62,6 +66,7 @@ class Search(Construct):
         assert indexer.role is not None
         self.indexer = indexer
         self.readers = readers
+        self.purger = purger
         self.key = kms.Key(
             self,
             "SearchKey",
@@ -169,6 +174,18 @@ class Search(Construct):
                     actions=READ_ACTIONS,
                     resources=[paths],
                 ),
+                *(
+                    [
+                        iam.PolicyStatement(
+                            sid="PurgeTombstonesDocuments",
+                            principals=[iam.ArnPrincipal(purger.role.role_arn)],
+                            actions=PURGE_ACTIONS,
+                            resources=[paths],
+                        )
+                    ]
+                    if purger is not None and purger.role is not None
+                    else []
+                ),
             ]
         )
         environment = {
@@ -209,6 +226,23 @@ class Search(Construct):
             "MEMVAULT_SEARCH_READER_ROLE_ARNS",
             stack.to_json_string([fn.role.role_arn for fn in readers if fn.role]),
         )
+        if purger is not None and purger.role is not None:
+            # The purge writes tombstones and embeds nothing, but the index's name comes
+            # from the embedding model: it is told the same settings, and no Bedrock.
+            for name, value in environment.items():
+                purger.add_environment(name, value)
+            purger.add_to_role_policy(
+                iam.PolicyStatement(
+                    sid="TombstoneDocuments",
+                    actions=PURGE_ACTIONS,
+                    resources=[f"{self.domain.domain_arn}/*"],
+                )
+            )
+            # With fine-grained access control an IAM role not mapped inside the domain
+            # gets 403: the indexer (the master user) is told which roles write tombstones.
+            indexer.add_environment(
+                "MEMVAULT_SEARCH_WRITER_ROLE_ARNS", stack.to_json_string([purger.role.role_arn])
+            )
         indexer.add_to_role_policy(embed)
         indexer.add_to_role_policy(
             iam.PolicyStatement(

@@ -28,7 +28,7 @@ class TenantKeys(Construct):
             key = kms.Key(
                 self,
                 f"Key{logical(tenant)}",
-                alias=f"alias/{settings.APP}/{tenant}",
+                alias=f"{settings.TENANT_KEY_ALIAS_PREFIX}{tenant}",
                 description=f"{settings.APP} data of tenant {tenant}",
                 enable_key_rotation=True,
                 removal_policy=RemovalPolicy.RETAIN if production else RemovalPolicy.DESTROY,

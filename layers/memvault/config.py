@@ -114,6 +114,9 @@ class Settings(BaseSettings):
     #: AWS deployments with fine-grained access control: IAM roles that only search
     #: (the API's); the indexer, the domain's master user, maps them to a read-only role.
     search_reader_role_arns: list[str] = Field(default_factory=list)
+    #: ... and roles that write tombstones (the purge pipeline's), mapped to a role that
+    #: may write documents of those indexes but not create or delete indexes.
+    search_writer_role_arns: list[str] = Field(default_factory=list)
     #: The embedder: ``titan-v2`` (Amazon Bedrock, the AWS default), ``minilm`` (local
     #: all-MiniLM-L6-v2 on numpy) or ``hashing`` (deterministic, for unit tests only).
     embedding_model: Literal["titan-v2", "minilm", "hashing"] = "titan-v2"

@@ -77,6 +77,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
         model_version=embedder.model_version,
         dimensions=embedder.dimensions,
         reader_role_arns=settings.search_reader_role_arns,
+        writer_role_arns=settings.search_writer_role_arns,
     )
 
 

@@ -139,7 +139,8 @@ def _missing_tables(client: Any, settings: Settings) -> list[str]:
 
 def _local_search_defaults(home: Path) -> dict[str, Any]:
     """Local mode recalls with the embedded index and the local MiniLM model unless the
-    environment names others (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch)."""
+    environment names others (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch), and
+    purges in the background."""
     env = os.environ
     defaults: dict[str, Any] = {}
     if "MEMVAULT_SEARCH_BACKEND" not in env and "MEMVAULT_SEARCH_ENDPOINT" not in env:
@@ -150,6 +151,10 @@ def _local_search_defaults(home: Path) -> dict[str, Any]:
         defaults["embedding_model"] = "minilm"
     if "MEMVAULT_INDEX_DIR" not in env:
         defaults["index_dir"] = str(home / "index")
+    if "MEMVAULT_PURGE_LAUNCH" not in env:
+        # As a Step Functions execution would: the delete answers 202 at once and the
+        # job reaches COMPLETED by itself.
+        defaults["purge_launch"] = "background"
     return defaults
 
 

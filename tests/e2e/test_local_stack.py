@@ -83,8 +83,13 @@ def test_the_memory_lifecycle_over_http(stack: RunningStack) -> None:
     deleted = api.call("DELETE", f"{base}/{memory_id}")
     assert deleted.status == 202
     assert api.call("GET", f"{base}/{memory_id}").status == 404
-    status = api.call("GET", f"/v1/deletions/{deleted.body['deletion_id']}")
+    # The purge runs by itself in the background, as a Step Functions execution would.
+    status = _until(
+        lambda: api.call("GET", f"/v1/deletions/{deleted.body['deletion_id']}"),
+        lambda answer: answer.body["status"] in ("COMPLETED", "FAILED"),
+    )
     assert status.body["status"] == "COMPLETED"
+    assert {c["copy"]: c["status"] for c in status.body["copies"]}["index"] == "DONE"
 
     api.call("POST", base, body={**body, "request_id": "e2e-2", "canonical_key": "tea"})
     exported = api.call("GET", "/v1/subjects/user-1/export")
@@ -239,14 +244,18 @@ def test_a_written_memory_is_recalled_over_http_and_a_deleted_one_is_not(
     assert after.status == 200 and after.body["items"] == []
 
 
-def _poll(ask: Any, timeout: float = 60.0) -> Any:
+def _until(ask: Any, done: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:
         answer = ask()
-        if answer.status == 200 and answer.body["items"]:
+        if answer.status == 200 and done(answer):
             return answer
         assert time.monotonic() < deadline, answer.body
-        time.sleep(0.2)
+        time.sleep(0.1)
+
+
+def _poll(ask: Any, timeout: float = 60.0) -> Any:
+    return _until(ask, lambda answer: bool(answer.body["items"]), timeout)
 
 
 def test_ctrl_c_stops_everything_cleanly(stack: RunningStack) -> None:

@@ -131,6 +131,12 @@ def test_the_domain_admits_only_the_functions_that_use_it(silo: Synth, pool: Syn
             },
             _role(synth, "Api"): {"es:ESHttpGet", "es:ESHttpPost"},
             _role(synth, "Direct"): {"es:ESHttpGet", "es:ESHttpPost"},
+            _role(synth, "Purge"): {
+                "es:ESHttpGet",
+                "es:ESHttpHead",
+                "es:ESHttpPost",
+                "es:ESHttpPut",
+            },
         }
 
 

@@ -42,7 +42,7 @@ def test_production_tables_are_protected_and_retained(pool_production: Synth) ->
 def test_functions_are_arm64_current_python_traced_with_bounded_logs(silo: Synth) -> None:
     functions = silo.resources("AWS::Lambda::Function")
     ours = {k: v for k, v in functions.items() if k.startswith("Compute")}
-    assert len(ours) == 5  # api, authorizer, direct, sweeper, indexer
+    assert len(ours) == 6  # api, authorizer, direct, sweeper, indexer, purge
     for fn in ours.values():
         props = fn["Properties"]
         assert props["Architectures"] == ["arm64"]

@@ -155,6 +155,7 @@ class OpenSearchIndex:
         dimensions: int,
         replicas: int = 0,
         reader_role_arns: Sequence[str] = (),
+        writer_role_arns: Sequence[str] = (),
     ) -> None:
         self.client = client
         self.alias = alias
@@ -164,6 +165,7 @@ class OpenSearchIndex:
         self.dimensions = dimensions
         self.replicas = replicas
         self.reader_role_arns = list(reader_role_arns)
+        self.writer_role_arns = list(writer_role_arns)
         self._ensured = False
 
     # ---------------------------------------------------------------------- admin
@@ -184,22 +186,34 @@ class OpenSearchIndex:
         if not self.client.indices.exists_alias(name=self.alias):
             self.client.indices.put_alias(index=self.name, name=self.alias)
         if self.reader_role_arns:
-            self._map_readers()
+            self._map_role("reader", ["read"], ["cluster_composite_ops_ro"], self.reader_role_arns)
+        if self.writer_role_arns:
+            self._map_role(
+                "writer",
+                [
+                    "crud",
+                    "indices:admin/get",
+                    "indices:admin/refresh*",
+                    "indices:admin/aliases/get",
+                ],
+                ["cluster_composite_ops"],
+                self.writer_role_arns,
+            )
         self._ensured = True
 
-    def _map_readers(self) -> None:
-        """Fine-grained access control: let the reader roles search this alias's indexes
-        and nothing else (``PUT`` on the security plugin's API is idempotent)."""
-        role = f"{self.alias}-reader"
+    def _map_role(self, kind: str, actions: list[str], cluster: list[str], arns: list[str]) -> None:
+        """Fine-grained access control: a role limited to this alias's indexes, mapped
+        to the given IAM roles (``PUT`` on the security plugin's API is idempotent)."""
+        role = f"{self.alias}-{kind}"
         self.client.transport.perform_request(
             "PUT",
             f"/_plugins/_security/api/roles/{role}",
             body={
-                "cluster_permissions": ["cluster_composite_ops_ro"],
+                "cluster_permissions": cluster,
                 "index_permissions": [
                     {
                         "index_patterns": [self.alias, f"{self.alias}--*"],
-                        "allowed_actions": ["read"],
+                        "allowed_actions": actions,
                     }
                 ],
             },
@@ -207,7 +221,7 @@ class OpenSearchIndex:
         self.client.transport.perform_request(
             "PUT",
             f"/_plugins/_security/api/rolesmapping/{role}",
-            body={"backend_roles": self.reader_role_arns},
+            body={"backend_roles": arns},
         )
 
     def alias_target(self) -> list[str]:
