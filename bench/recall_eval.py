@@ -15,6 +15,8 @@ from functools import cache
 from pathlib import Path
 from typing import Any
 
+from cleanup import drop_indexes
+
 from memvault_local.client import ApiClient
 from memvault_local.evaluation import EvalSet, load, score
 from memvault_local.process import start_stack
@@ -38,8 +40,9 @@ def stack_env(backend: str, opensearch_url: str | None) -> dict[str, str]:
 
 def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[str, Any]:
     evalset = EvalSet.read(EVAL)
+    env = stack_env(backend, opensearch_url)
     with tempfile.TemporaryDirectory() as home:
-        stack = start_stack(Path(home), **stack_env(backend, opensearch_url))
+        stack = start_stack(Path(home), **env)
         try:
 
             @cache
@@ -52,6 +55,8 @@ def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[
             report = score(evalset, client_for, loaded)
         finally:
             stack.stop()
+            if opensearch_url and "MEMVAULT_SEARCH_ALIAS" in env:
+                drop_indexes(opensearch_url, env["MEMVAULT_SEARCH_ALIAS"])
     return {
         "backend": backend,
         "memories_written": len(loaded.ids),

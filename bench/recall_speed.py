@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 import boto3
+from cleanup import drop_indexes
 
 from memvault.storage import keys
 from memvault.storage.dynamo import to_item
@@ -234,8 +235,12 @@ def run(opensearch_url: str = "http://127.0.0.1:9200") -> dict[str, Any]:
                         raise RuntimeError("a written memory did not appear within 30 s")
                     time.sleep(0.025)
                 appear.append((time.perf_counter() - t0) * 1000)
+        except Exception:
+            print("".join(list(stack.output)[-20:]), file=sys.stderr)
+            raise
         finally:
             stack.stop()
+            drop_indexes(opensearch_url, alias)
     return {
         "memories": SUBJECTS * PER_SUBJECT,
         "subjects": SUBJECTS,

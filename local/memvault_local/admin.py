@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import statistics
 import sys
+from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from memvault.clock import SystemClock
+from memvault.clock import SystemClock, parse_iso
 from memvault.config import Settings
 from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import rebuild, scan_items
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Sensitivity
+from memvault.models.memory import DeletionJob, DeletionScope, DeletionState, Sensitivity
 from memvault.models.recall import RecallRequest
+from memvault.search.backend import SearchIndex
 from memvault.search.opensearch import OpenSearchIndex
+from memvault.services.deletion import IndexStep, PrimaryStep, PurgeStep, VersionsStep
 from memvault.services.recall import RecallService
-from memvault.storage.dynamo import Dynamo
+from memvault.storage import keys
+from memvault.storage.dynamo import Dynamo, TransactionConflict
 from memvault.storage.memory_repo import MemoryRepository
 from memvault.wiring import dynamodb_client, search_index, table_names
 from memvault_local.evaluation import EvalSet
@@ -172,3 +176,204 @@ def run_reindex(args: Any) -> int:
     except AdminError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+
+
+# ------------------------------------------------------------------ restore replay
+
+
+@dataclass
+class ReplayReport:
+    deletions: int = 0
+    chains: int = 0
+    versions: int = 0
+    reenabled: list[str] = field(default_factory=list)
+
+
+def deletion_log(db: Dynamo, tenant_id: str | None) -> list[dict[str, Any]]:
+    """The deletion log (ids only, no expiry), oldest first, for one tenant or all."""
+    if tenant_id is not None:
+        entries = list(db.query_all("audit", keys.deletion_log_pk(tenant_id), ""))
+    else:
+        entries = [
+            i
+            for i in db.scan_prefix("audit", "")
+            if str(i["pk"]).endswith(keys.deletion_log_pk(""))
+        ]
+    return sorted(entries, key=lambda e: (e["requested_at"], e["deletion_id"]))
+
+
+def _reenable(client: Any, table: str, out: TextIO) -> list[str]:
+    """A table restored from a backup has no stream and no TTL: turn both back on."""
+    done = []
+    described = client.describe_table(TableName=table)["Table"]
+    if not (described.get("StreamSpecification") or {}).get("StreamEnabled"):
+        client.update_table(
+            TableName=table,
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+        done.append("stream (NEW_AND_OLD_IMAGES)")
+    ttl = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    if ttl.get("TimeToLiveStatus") not in ("ENABLED", "ENABLING"):
+        client.update_time_to_live(
+            TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": "ttl"}
+        )
+        done.append("TTL on 'ttl'")
+    for what in done:
+        out.write(f"{table}: the restored table had no {what.split(' ')[0]}; re-enabled {what}\n")
+    return done
+
+
+def restore_replay(
+    settings: Settings,
+    restored_table: str,
+    *,
+    tenant_id: str | None,
+    out: TextIO,
+    client: Any = None,
+    index: SearchIndex | None = None,
+) -> ReplayReport:
+    """Re-apply every logged deletion to a memory table restored from a backup, and to
+    the search index, so that nothing deleted comes back. Safe to run more than once."""
+    client = client or dynamodb_client(settings)
+    names = table_names(settings)
+    report = ReplayReport(reenabled=_reenable(client, restored_table, out))
+    restored = MemoryRepository(Dynamo(client, {**names, "memory": restored_table}))
+    clock = SystemClock()
+    if index is None and (settings.search_endpoint or settings.search_backend == "embedded"):
+        index = search_index(settings, embedder_from_settings(settings))
+    steps: list[PurgeStep] = [
+        PrimaryStep(restored, clock),
+        VersionsStep(restored, clock),
+        IndexStep(restored, index),
+    ]
+    for entry in deletion_log(restored.db, tenant_id):
+        job = DeletionJob(
+            deletion_id=entry["deletion_id"],
+            tenant_id=entry["tenant_id"],
+            subject_id=entry["subject_id"],
+            scope=DeletionScope(entry["scope"]),
+            target=entry["target"],
+            status=DeletionState.PURGING,
+            requested_by=entry["requested_by"],
+            requested_at=parse_iso(entry["requested_at"]),
+            completed_at=None,
+            copies=[],
+        )
+        if job.scope is DeletionScope.ARTIFACT:
+            continue  # artifacts live in S3, which a table restore does not bring back
+        if job.scope is DeletionScope.SUBJECT:
+            _retire_at_least(restored, job)
+        for step in steps:
+            result = step.run(job)
+            if step.copy == "primary":
+                report.chains += result.count
+            elif step.copy == "versions":
+                report.versions += result.count
+        report.deletions += 1
+    out.write(
+        f"replayed {report.deletions} deletion(s) on {restored_table}: "
+        f"{report.chains} chain(s) tombstoned, {report.versions} version(s) purged"
+        f"{', index tombstones written' if index is not None else ''}\n"
+    )
+    return report
+
+
+def _retire_at_least(repo: MemoryRepository, job: DeletionJob) -> None:
+    """The restored subject epoch must be past the one the forget retired."""
+    retired = int(job.target.removeprefix("epoch:"))
+    try:
+        repo.db.update(
+            "memory",
+            keys.subject_pk(job.tenant_id, job.subject_id),
+            keys.SUBJECT_META_SK,
+            "SET epoch = :next, deletion_id = :did, #type = :type",
+            names={"#type": "type"},
+            values={
+                ":next": retired + 1,
+                ":retired": retired,
+                ":did": job.deletion_id,
+                ":type": "subject",
+            },
+            condition="attribute_not_exists(epoch) OR epoch <= :retired",
+        )
+    except TransactionConflict:
+        return  # already past it
+
+
+def run_restore_replay(args: Any) -> int:
+    try:
+        restore_replay(Settings(), args.table, tenant_id=args.tenant, out=sys.stdout)
+    except AdminError as err:
+        print(f"error: {err}", file=sys.stderr)
+        return 2
+    return 0
+
+
+# --------------------------------------------------------------------- offboarding
+
+
+@dataclass
+class OffboardPlan:
+    tenant_id: str
+    subjects: dict[str, int]
+    key_alias: str
+    deletion_ids: list[str] = field(default_factory=list)
+    key_deletion_date: str | None = None
+
+
+def offboard(
+    settings: Settings,
+    tenant_id: str,
+    *,
+    dry_run: bool,
+    out: TextIO,
+    services: Any = None,
+    kms: Any = None,
+    pending_days: int = 30,
+) -> OffboardPlan:
+    """Forget every subject of the tenant, then schedule the tenant's KMS key for deletion
+    (after ``pending_days``, 7 to 30, during which it can still be cancelled)."""
+    import boto3
+
+    from memvault.wiring import build_services
+
+    services = services or build_services(settings)
+    db = services.memory.repo.db
+    counts: dict[str, int] = {}
+    for table in ("memory", "sessions", "artifacts"):
+        for item in db.scan_prefix(table, f"{tenant_id}#"):
+            subject = str(item["pk"]).split("#")[1]
+            if subject.startswith("~"):
+                continue
+            counts[subject] = counts.get(subject, 0) + (1 if item.get("type") == "memory" else 0)
+    plan = OffboardPlan(
+        tenant_id, dict(sorted(counts.items())), services.artifacts.keys.key_for(tenant_id)
+    )
+    out.write(f"tenant {tenant_id}: {len(plan.subjects)} subject(s) to forget\n")
+    for subject, memories in plan.subjects.items():
+        out.write(f"  {subject}: {memories} memory version(s)\n")
+    out.write(f"  then schedule key {plan.key_alias} for deletion in {pending_days} days\n")
+    if dry_run:
+        out.write("dry run: nothing was changed\n")
+        return plan
+    ctx = AccessContext(
+        tenant_id=tenant_id,
+        principal="memvault-offboard",
+        scopes=frozenset({Scope.MEMORY_DELETE, Scope.MEMORY_READ, Scope.SUBJECTS_ANY}),
+        max_sensitivity=Sensitivity.PII,
+    )
+    for subject in plan.subjects:
+        job = services.memory.forget(ctx, subject)
+        plan.deletion_ids.append(job.deletion_id)
+        out.write(f"  forgot {subject}: {job.deletion_id} {job.status.value}\n")
+    kms = kms or boto3.client("kms", region_name=settings.aws_region)
+    key_id = kms.describe_key(KeyId=plan.key_alias)["KeyMetadata"]["KeyId"]
+    scheduled = kms.schedule_key_deletion(KeyId=key_id, PendingWindowInDays=pending_days)
+    plan.key_deletion_date = str(scheduled["DeletionDate"])
+    out.write(f"key {plan.key_alias} scheduled for deletion on {plan.key_deletion_date}\n")
+    return plan
+
+
+def run_offboard(args: Any) -> int:
+    offboard(Settings(), args.tenant, dry_run=args.dry_run, out=sys.stdout, pending_days=args.days)
+    return 0

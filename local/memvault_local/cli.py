@@ -259,6 +259,31 @@ def _parser() -> argparse.ArgumentParser:
     reidx.add_argument("--eval", help="evaluation set to compare old and new index on")
     reidx.set_defaults(func=_admin("run_reindex"))
 
+    replay = commands.add_parser(
+        "restore-replay",
+        help="re-apply the deletion log to a memory table restored from backup",
+    )
+    replay.add_argument("table", help="the restored table's name")
+    replay.add_argument("--tenant", help="only this tenant's deletions")
+    replay.set_defaults(func=_admin("run_restore_replay"))
+
+    tenant = commands.add_parser("tenant", help="tenant operations")
+    tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)
+    off = tenant_commands.add_parser(
+        "offboard", help="forget every subject of a tenant, then schedule its key for deletion"
+    )
+    off.add_argument("tenant")
+    off.add_argument("--dry-run", action="store_true", help="list what would go; change nothing")
+    off.add_argument(
+        "--days",
+        type=int,
+        default=30,
+        choices=range(7, 31),
+        metavar="7..30",
+        help="KMS deletion waiting period",
+    )
+    off.set_defaults(func=_admin("run_offboard"))
+
     def api_command(
         name: str, help_text: str, func: Command, *positionals: str
     ) -> argparse.ArgumentParser:

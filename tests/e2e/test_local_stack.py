@@ -244,6 +244,44 @@ def test_a_written_memory_is_recalled_over_http_and_a_deleted_one_is_not(
     assert after.status == 200 and after.body["items"] == []
 
 
+def test_forgetting_a_subject_leaves_nothing_in_list_recall_export_or_index(
+    stack: RunningStack,
+) -> None:
+    client = stack.client(subject="forget-1")
+    base = "/v1/subjects/forget-1"
+    secret = "Lumo the cat sleeps on the blue radiator shelf"
+    for n, content in enumerate((secret, "Forget-1 prefers window seats on trains")):
+        written = client.call(
+            "POST",
+            f"{base}/memories",
+            body={
+                "request_id": f"fg-{n}",
+                "kind": "semantic",
+                "content": content,
+                "source": {"type": "user_statement", "ref": "e2e"},
+                "consent": True,
+            },
+        )
+        assert written.status == 201, written.body
+    _poll(lambda: client.call("POST", f"{base}/recall", body={"query": "where does the cat sleep"}))
+
+    forgotten = client.call("DELETE", f"{base}/memories")
+    assert forgotten.status == 202
+    job = _until(
+        lambda: client.call("GET", f"/v1/deletions/{forgotten.body['deletion_id']}"),
+        lambda answer: answer.body["status"] in ("COMPLETED", "FAILED"),
+    )
+
+    assert job.body["status"] == "COMPLETED", job.body
+    assert client.call("GET", f"{base}/memories").body["items"] == []
+    assert client.call("GET", f"{base}/export").body["memories"] == []
+    recall = client.call("POST", f"{base}/recall", body={"query": "where does the cat sleep"})
+    assert recall.status == 200 and recall.body["items"] == []
+    on_disk = "".join(p.read_text() for p in (stack.home / "index").glob("*.jsonl"))
+    assert "radiator" not in on_disk and "window seats" not in on_disk
+    assert "forget-1" in on_disk  # its tombstones (ids only) are there
+
+
 def _until(ask: Any, done: Any, timeout: float = 60.0) -> Any:
     deadline = time.monotonic() + timeout
     while True:

@@ -126,3 +126,21 @@ def test_reader_roles_are_mapped_to_a_read_only_role_on_the_alias() -> None:
         "memvault-memories--*",
     ]
     assert mapping[2] == {"backend_roles": ["arn:aws:iam::1:role/api"]}
+
+
+def test_the_embedded_index_keeps_no_deleted_content_on_disk(tmp_path: Any) -> None:
+    from memvault.search.embedded import EmbeddedIndex
+
+    index = EmbeddedIndex("t", tmp_path)
+    live = op_from_images("INSERT", item(content="the badge number is 4411"), None)
+    assert live is not None
+    index.apply([live])
+    assert "4411" in (tmp_path / "t.jsonl").read_text()
+    gone = op_from_images("MODIFY", item(status="deleted"), item())
+    assert gone is not None
+    index.apply([gone])
+
+    assert "4411" not in (tmp_path / "t.jsonl").read_text()
+    reopened = EmbeddedIndex("t", tmp_path)
+    held = reopened.get("acme", "chn_1")
+    assert held is not None and held[1]["doc_type"] == "tombstone"

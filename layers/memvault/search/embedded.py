@@ -6,7 +6,8 @@ the OpenSearch query does. Writes follow OpenSearch's external-version rule (a w
 whose version is not above the stored one is refused as stale), and tombstones are kept.
 
 With a folder, every applied write is appended to ``<folder>/<name>.jsonl`` and the index
-is rebuilt from that log when it opens, so a restarted local stack keeps its index.
+is rebuilt from that log when it opens, so a restarted local stack keeps its index. A
+tombstone rewrites the log with current states only, so no deleted content stays on disk.
 """
 
 from __future__ import annotations
@@ -115,9 +116,23 @@ class EmbeddedIndex:
                 )
                 results.append(OpResult(op, APPLIED))
             if self._log is not None and lines:
-                with self._log.open("a", encoding="utf-8") as fh:
-                    fh.write("\n".join(lines) + "\n")
+                if any(r.outcome == APPLIED and not r.op.live for r in results):
+                    self._compact()  # a tombstone: no older line may keep the content
+                else:
+                    with self._log.open("a", encoding="utf-8") as fh:
+                        fh.write("\n".join(lines) + "\n")
         return results
+
+    def _compact(self) -> None:
+        """Rewrite the log with only the current state of each document (atomically), so
+        that the content of a deleted or superseded memory stays in no line on disk."""
+        assert self._log is not None
+        staging = self._log.with_suffix(".jsonl.tmp")
+        with staging.open("w", encoding="utf-8") as fh:
+            for (tenant_id, doc_id), (version, body) in self._docs.items():
+                entry = {"tenant_id": tenant_id, "id": doc_id, "version": version, "body": body}
+                fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+        staging.replace(self._log)
 
     # ----------------------------------------------------------------------- reads
 

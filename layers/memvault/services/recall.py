@@ -122,7 +122,15 @@ class RecallService:
         try:
             found = self.index.search(flt, text, vector, depth)
         except Exception as err:
-            logger.exception("search failed", extra={"tenant_id": ctx.tenant_id})
+            # Type and status only: an index error can quote the query, which is content.
+            logger.error(
+                "search failed",
+                extra={
+                    "tenant_id": ctx.tenant_id,
+                    "error": type(err).__name__,
+                    "status": getattr(err, "status_code", None),
+                },
+            )
             raise SearchUnavailable(
                 "the search index did not answer; retry shortly", {"retryable": True}
             ) from err

@@ -262,11 +262,10 @@ class Dynamo:
     def scan_prefix(self, table: str, pk_prefix: str) -> Iterator[dict[str, Any]]:
         """Every item whose partition key starts with ``pk_prefix`` (a full scan, paged:
         for rare bulk work such as forgetting a subject, never on a request path)."""
-        params: dict[str, Any] = {
-            "TableName": self.names[table],
-            "FilterExpression": "begins_with(pk, :p)",
-            "ExpressionAttributeValues": {":p": {"S": pk_prefix}},
-        }
+        params: dict[str, Any] = {"TableName": self.names[table]}
+        if pk_prefix:
+            params["FilterExpression"] = "begins_with(pk, :p)"
+            params["ExpressionAttributeValues"] = {":p": {"S": pk_prefix}}
         while True:
             try:
                 page = self.client.scan(**params)
