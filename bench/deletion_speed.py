@@ -13,11 +13,11 @@ import json
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
 from cleanup import drop_indexes
+from recall_eval import stack_env
 
 from memvault_local.process import start_stack
 
@@ -30,16 +30,10 @@ def percentile(values: list[float], p: float) -> float:
 
 
 def run(opensearch_url: str = "http://127.0.0.1:9200") -> dict[str, Any]:
-    alias = f"bench-del-{uuid.uuid4().hex[:8]}"
+    env = stack_env("opensearch", opensearch_url)
+    alias = env["MEMVAULT_SEARCH_ALIAS"]
     with tempfile.TemporaryDirectory() as home:
-        stack = start_stack(
-            Path(home),
-            MEMVAULT_EMBEDDING_MODEL="minilm",
-            MEMVAULT_SEARCH_BACKEND="opensearch",
-            MEMVAULT_SEARCH_ENDPOINT=opensearch_url,
-            MEMVAULT_SEARCH_AUTH="none",
-            MEMVAULT_SEARCH_ALIAS=alias,
-        )
+        stack = start_stack(Path(home), **env)
         try:
             client = stack.client("bench", "del-1")
             ids = []

@@ -52,6 +52,9 @@ def main(only: list[str]) -> int:
         "recall_speed": lambda: recall_speed.run(url),
         "deletion": deletion_speed.run,
     }
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    latest = RESULTS / "latest.json"
+    previous = json.loads(latest.read_text()).get("sections", {}) if latest.exists() else {}
     for name, bench in plan.items():
         if only and name not in only:
             continue
@@ -59,22 +62,23 @@ def main(only: list[str]) -> int:
         started = time.monotonic()
         sections[name] = bench()
         sections[name]["bench_seconds"] = round(time.monotonic() - started, 1)
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    previous = {}
-    latest = RESULTS / "latest.json"
-    if latest.exists() and only:
-        previous = json.loads(latest.read_text()).get("sections", {})
+        _write(previous | sections)  # each section's figures are kept as soon as they exist
+    report = _write(previous | sections)
+    print(render(report))
+    return 0
+
+
+def _write(sections: dict[str, Any]) -> dict[str, Any]:
     report = {
         "when": datetime.now(UTC).isoformat(timespec="seconds"),
         "machine": f"{platform.machine()}, {platform.python_version()}, "
         f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores",
         "goals": GOALS,
-        "sections": previous | sections,
+        "sections": sections,
     }
-    latest.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     (RESULTS / "latest.md").write_text(render(report))
-    print(render(report))
-    return 0
+    return report
 
 
 def render(report: dict[str, Any]) -> str:

@@ -64,3 +64,22 @@ def statements(synth: Synth, role_logical_prefix: str) -> list[dict[str, Any]]:
         if role_logical_prefix in roles:
             found += policy["Properties"]["PolicyDocument"]["Statement"]
     return found
+
+
+def as_list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else [value]
+
+
+def one(synth: Synth, kind: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
+    """The single resource of ``kind`` whose logical id starts with ``prefix``."""
+    found = [(k, v) for k, v in synth.resources(kind).items() if k.startswith(prefix)]
+    assert len(found) == 1, [k for k, _ in found]
+    return found[0]
+
+
+def function(synth: Synth, name: str) -> tuple[str, dict[str, Any]]:
+    return one(synth, "AWS::Lambda::Function", f"Compute{name}Function")
+
+
+def role(synth: Synth, name: str) -> str:
+    return one(synth, "AWS::IAM::Role", f"Compute{name}FunctionServiceRole")[0]

@@ -14,6 +14,10 @@ from infra.constructs.purge import STATE_MACHINE_ENV
 
 from memvault.purge.pipeline import BEGIN, FAIL, FINISH, PURGE_PIPELINE, STEP
 from tests.infrastructure.conftest import Synth, statements
+from tests.infrastructure.conftest import as_list as _list
+from tests.infrastructure.conftest import function as _function
+from tests.infrastructure.conftest import one as _one
+from tests.infrastructure.conftest import role as _role
 from tests.infrastructure.test_policy_simulation import ACCOUNT, REGION, _run
 
 IDS = {"tenant_id.$": "$.tenant_id", "deletion_id.$": "$.deletion_id"}
@@ -37,26 +41,8 @@ SERVICE_ACTIONS = {
 }
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _one(synth: Synth, kind: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
-    found = [(k, v) for k, v in synth.resources(kind).items() if k.startswith(prefix)]
-    assert len(found) == 1, [k for k, _ in found]
-    return found[0]
-
-
 def _machine(synth: Synth) -> tuple[str, dict[str, Any]]:
     return _one(synth, "AWS::StepFunctions::StateMachine")
-
-
-def _function(synth: Synth, name: str) -> tuple[str, dict[str, Any]]:
-    return _one(synth, "AWS::Lambda::Function", f"Compute{name}Function")
-
-
-def _role(synth: Synth, name: str) -> str:
-    return _one(synth, "AWS::IAM::Role", f"Compute{name}FunctionServiceRole")[0]
 
 
 def _placeholder(value: Any) -> str:

@@ -10,6 +10,10 @@ import pytest
 from infra.constructs.search import DOMAIN_NAME, domain_name
 
 from tests.infrastructure.conftest import Synth, statements
+from tests.infrastructure.conftest import as_list as _list
+from tests.infrastructure.conftest import function as _function
+from tests.infrastructure.conftest import one as _one
+from tests.infrastructure.conftest import role as _role
 from tests.infrastructure.test_policy_simulation import ACCOUNT, REGION, _resolve, _run
 
 TITAN = "amazon.titan-embed-text-v2:0"
@@ -25,26 +29,8 @@ SEARCH_ENV = {
 DATA_ACTIONS = ("dynamodb:", "s3:", "kms:", "es:", "bedrock:", "sqs:")
 
 
-def _list(value: Any) -> list[Any]:
-    return value if isinstance(value, list) else [value]
-
-
-def _one(synth: Synth, kind: str, prefix: str = "") -> tuple[str, dict[str, Any]]:
-    found = [(k, v) for k, v in synth.resources(kind).items() if k.startswith(prefix)]
-    assert len(found) == 1, [k for k, _ in found]
-    return found[0]
-
-
 def _domain(synth: Synth) -> tuple[str, dict[str, Any]]:
     return _one(synth, "AWS::OpenSearchService::Domain")
-
-
-def _function(synth: Synth, name: str) -> tuple[str, dict[str, Any]]:
-    return _one(synth, "AWS::Lambda::Function", f"Compute{name}Function")
-
-
-def _role(synth: Synth, name: str) -> str:
-    return _one(synth, "AWS::IAM::Role", f"Compute{name}FunctionServiceRole")[0]
 
 
 def _dlq(synth: Synth) -> str:
