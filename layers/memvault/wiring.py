@@ -78,6 +78,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
         dimensions=embedder.dimensions,
         reader_role_arns=settings.search_reader_role_arns,
         writer_role_arns=settings.search_writer_role_arns,
+        refresh_interval=settings.search_refresh_interval,
     )
 
 

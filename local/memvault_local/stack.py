@@ -41,7 +41,9 @@ from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_local.stream_pump import StreamPump
 from memvault_local.sweeper import TtlSweeper
 
-SWEEP_SECONDS = 15
+#: How often the sweeper plays TTL (``MEMVAULT_SWEEP_SECONDS``): each round scans every
+#: table, and moto answers nothing else meanwhile.
+SWEEP_SECONDS = float(os.environ.get("MEMVAULT_SWEEP_SECONDS", "15"))
 
 LOCAL_TENANT = "local"
 LOCAL_SUBJECT = "user-1"
@@ -151,6 +153,8 @@ def _local_search_defaults(home: Path) -> dict[str, Any]:
         defaults["embedding_model"] = "minilm"
     if "MEMVAULT_INDEX_DIR" not in env:
         defaults["index_dir"] = str(home / "index")
+    if "MEMVAULT_SEARCH_REFRESH_INTERVAL" not in env:
+        defaults["search_refresh_interval"] = "500ms"
     if "MEMVAULT_PURGE_LAUNCH" not in env:
         # As a Step Functions execution would: the delete answers 202 at once and the
         # job reaches COMPLETED by itself.

@@ -29,11 +29,18 @@ EF_SEARCH = 100
 _SOURCE = ["chain_id", "memory_id", "memory_version"]
 
 
-def mapping(dimensions: int, model_id: str, model_version: str) -> dict[str, Any]:
+def mapping(
+    dimensions: int, model_id: str, model_version: str, refresh_interval: str = "1s"
+) -> dict[str, Any]:
     keyword = {"type": "keyword"}
     return {
         "settings": {
-            "index": {"knn": True, "number_of_shards": 1, "number_of_replicas": 0},
+            "index": {
+                "knn": True,
+                "number_of_shards": 1,
+                "number_of_replicas": 0,
+                "refresh_interval": refresh_interval,
+            },
         },
         "mappings": {
             "dynamic": "strict",
@@ -156,6 +163,7 @@ class OpenSearchIndex:
         replicas: int = 0,
         reader_role_arns: Sequence[str] = (),
         writer_role_arns: Sequence[str] = (),
+        refresh_interval: str = "1s",
     ) -> None:
         self.client = client
         self.alias = alias
@@ -166,6 +174,7 @@ class OpenSearchIndex:
         self.replicas = replicas
         self.reader_role_arns = list(reader_role_arns)
         self.writer_role_arns = list(writer_role_arns)
+        self.refresh_interval = refresh_interval
         self._ensured = False
 
     # ---------------------------------------------------------------------- admin
@@ -176,7 +185,9 @@ class OpenSearchIndex:
         from opensearchpy.exceptions import RequestError
 
         if not self.client.indices.exists(index=self.name):
-            body = mapping(self.dimensions, self.model_id, self.model_version)
+            body = mapping(
+                self.dimensions, self.model_id, self.model_version, self.refresh_interval
+            )
             body["settings"]["index"]["number_of_replicas"] = self.replicas
             try:
                 self.client.indices.create(index=self.name, body=body)
