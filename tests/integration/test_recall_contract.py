@@ -303,3 +303,23 @@ def _filter(rig: RecallRig) -> Any:
         max_sensitivity_rank=1,
         agent_role=None,
     )
+
+
+def test_working_memory_takes_its_memories_from_recall_when_given_a_query(
+    rig: RecallRig,
+) -> None:
+    from memvault.models.context import ContextRequest
+
+    relevant = write(rig, "Lin deploys the billing service on Thursdays")
+    rig.clock.advance(minutes=5)  # without recall the newest memory would come first
+    unrelated = write(rig, "The office coffee machine is on the third floor")
+    rig.sync()
+
+    assembled = rig.services.context.assemble(
+        ctx(),
+        "u-1",
+        ContextRequest(goal="plan the deploy", token_budget=2000, query="billing deploy day"),
+    )
+
+    ids = [i.id for i in assembled.sections["memories"]]
+    assert ids[0] == relevant.memory_id, (ids, unrelated.memory_id)
