@@ -4,7 +4,15 @@ moto does not evaluate IAM conditions, so the synthesized pool template's polici
 evaluated with the npm package ``@cloud-copilot/iam-simulate`` (pinned in
 ``policy_sim/package.json``, run with Node): a session tagged ``tenant_id=acme`` must be
 allowed its own items and objects and denied tenant globex's, for DynamoDB GetItem,
-Query and PutItem and S3 GetObject; KMS is judged as far as the evaluator can (below)."""
+Query and PutItem and S3 GetObject, and kms:Decrypt only under its own encryption context.
+
+The evaluator is patched: ``policy_sim/patches/@cloud-copilot+iam-simulate+0.1.173.patch``,
+applied by ``patch-package`` from the ``postinstall`` script on every ``npm ci``. Unpatched,
+iam-simulate matches variable condition keys only of the ``prefix/name`` form (such as
+``aws:PrincipalTag/tenant_id``) and drops ``kms:EncryptionContext:tenant_id`` into
+``ignoredContextKeys``, so no KMS decision by encryption context could be judged. The patch
+only adds matching of the colon form (``kms:EncryptionContext:context-key``, as AWS documents
+it) in ``listHasVariableKeyMatch`` and ``replaceVariableInContextKey``; nothing else changes."""
 
 from __future__ import annotations
 
@@ -177,13 +185,35 @@ def test_a_tenant_session_lists_and_removes_only_its_own_objects(world: World) -
     assert answers == ["Allowed", "ImplicitlyDenied", "Allowed", "ImplicitlyDenied"]
 
 
+def test_a_tenant_session_decrypts_only_under_its_own_encryption_context(world: World) -> None:
+    """Through the patched evaluator (module docstring): the identity policy's
+    ``OwnKeyContextOnly`` and each tenant key's policy together allow acme's session
+    kms:Decrypt with ``tenant_id=acme`` on acme's key, and deny it with globex's context,
+    without a context, and on globex's key under either context."""
+    acme_key, acme_policy = world.keys["acme"]
+    globex_key, globex_policy = world.keys["globex"]
+    context = "kms:EncryptionContext:tenant_id"
+    answers = _run(
+        [
+            world.simulation("kms:Decrypt", acme_key, {context: "acme"}, acme_policy),
+            world.simulation("kms:Decrypt", acme_key, {context: "globex"}, acme_policy),
+            world.simulation("kms:Decrypt", acme_key, {}, acme_policy),
+            world.simulation("kms:Decrypt", globex_key, {context: "globex"}, globex_policy),
+            world.simulation("kms:Decrypt", globex_key, {context: "acme"}, globex_policy),
+        ]
+    )
+    assert answers[0] == "Allowed"
+    assert all(a.endswith("Denied") for a in answers[1:]), answers
+    # The key policy's own Deny statements (wrong context, missing context) bite, not
+    # merely the absence of an Allow.
+    assert answers[1:3] == ["ExplicitlyDenied", "ExplicitlyDenied"]
+
+
 def test_no_tenant_key_decrypts_without_an_encryption_context(world: World) -> None:
-    """What the evaluator can judge of KMS. iam-simulate 0.1.173 ignores the context key
-    ``kms:EncryptionContext:tenant_id`` (it matches variable condition keys only of the
-    ``prefix/name`` form), so the positive case, and the wrong-context denial, cannot be
-    evaluated here; the key-policy statements behind them are asserted structurally in
-    test_stack.py, and the encryption-context binding itself is exercised against KMS
-    with the artifact store."""
+    """Without any encryption context, each tenant key's policy denies decryption
+    outright. (The context-bearing cases are judged above, through the patched
+    evaluator; test_stack.py asserts the same statements structurally, and the
+    encryption-context binding itself is exercised against KMS with the artifact store.)"""
     answers = _run(
         [world.simulation("kms:Decrypt", arn, {}, policy) for arn, policy in world.keys.values()]
     )
