@@ -19,14 +19,10 @@ from typing import Any
 from cleanup import drop_indexes
 from recall_eval import stack_env
 
+from memvault_local.evaluation import percentile
 from memvault_local.process import start_stack
 
 DELETES = 40
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def run(opensearch_url: str = "http://127.0.0.1:9200") -> dict[str, Any]:

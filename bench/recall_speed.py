@@ -35,7 +35,7 @@ from recall_eval import stack_env
 
 from memvault.storage import keys
 from memvault.storage.dynamo import to_item
-from memvault_local.evaluation import EvalSet
+from memvault_local.evaluation import EvalSet, percentile
 from memvault_local.process import start_stack
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -45,11 +45,6 @@ SUBJECTS = 100
 PER_SUBJECT = 100
 QUERIES = 300
 APPEARANCES = 12
-
-
-def percentile(values: list[float], p: float) -> float:
-    ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, round(p / 100 * (len(ordered) - 1)))]
 
 
 def summary(values: list[float]) -> dict[str, float]:

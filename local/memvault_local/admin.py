@@ -109,8 +109,8 @@ def reindex(
 
 
 def _index_named(template: OpenSearchIndex, name: str) -> OpenSearchIndex:
-    meta = template.client.indices.get_mapping(index=name)[name]["mappings"].get("_meta", {})
-    props = template.client.indices.get_mapping(index=name)[name]["mappings"]["properties"]
+    mappings = template.client.indices.get_mapping(index=name)[name]["mappings"]
+    meta, props = mappings.get("_meta", {}), mappings["properties"]
     other = OpenSearchIndex(
         template.client,
         template.alias,

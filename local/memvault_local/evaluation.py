@@ -131,7 +131,8 @@ def _wait_indexed(evalset: EvalSet, client_for: ClientFor, loaded: Loaded, timeo
         )
 
 
-def _percentile(values: list[float], p: float) -> float:
+def percentile(values: list[float], p: float) -> float:
+    """Nearest-rank percentile (``p`` in 0..100); 0 for no values."""
     if not values:
         return 0.0
     ordered = sorted(values)
@@ -195,7 +196,7 @@ def score(
             "queries_with_trap_in_top10": len(traps),
             "trap_qids": traps,
             "expect_empty_answered_empty": f"{empty_ok}/{empty_total}",
-            "server_ms_p50": round(_percentile(latencies, 50), 2),
-            "server_ms_p95": round(_percentile(latencies, 95), 2),
+            "server_ms_p50": round(percentile(latencies, 50), 2),
+            "server_ms_p95": round(percentile(latencies, 95), 2),
         }
     return report

@@ -325,3 +325,34 @@ def _services_over(rig: RecallRig, table: str, index: Any) -> Any:
     )
     services.memory.repo.db.names["memory"] = table
     return services
+
+
+def test_the_state_machine_tasks_drive_the_same_runner(rig: RecallRig) -> None:
+    """The purge Lambda's actions, called in the order the state machine calls them."""
+    from memvault.purge.handler import handle
+
+    m = write(rig, "Lin's desk is by the east window")
+    rig.sync()
+    deferred(rig)
+    job = rig.services.memory.delete(ctx(), "u-1", m.memory_id)
+    runner = rig.services.purge
+    ids = {"tenant_id": "acme", "deletion_id": job.deletion_id}
+
+    handle({"action": "begin", **ids}, runner)
+    assert runner.load("acme", job.deletion_id).status is DeletionState.PURGING
+    for step in PURGE_PIPELINE:
+        assert handle({"action": "step", "copy": step.copy, **ids}, runner)["status"] == "PURGING"
+    assert handle({"action": "finish", **ids}, runner)["status"] == "COMPLETED"
+    held = rig.index.get("acme", m.chain_id)
+    assert held is not None and held[1]["doc_type"] == "tombstone"
+
+    other = write(rig, "Lin's umbrella is blue")
+    failing = rig.services.memory.delete(ctx(), "u-1", other.memory_id)
+    failed_ids = {"tenant_id": "acme", "deletion_id": failing.deletion_id}
+    error = {"Error": "PurgeStepFailed", "Cause": "index node did not answer"}
+    answer = handle({"action": "fail", "copy": "index", "error": error, **failed_ids}, runner)
+    assert answer["status"] == "FAILED"
+    index = next(c for c in runner.load("acme", failing.deletion_id).copies if c.name == "index")
+    assert index.status is CopyState.FAILED and "PurgeStepFailed" in (index.reason or "")
+    with pytest.raises(ValueError, match="unknown purge action"):
+        handle({"action": "explode", **failed_ids}, runner)

@@ -33,8 +33,8 @@ def handle(event: dict[str, Any], runner: PurgeRunner) -> dict[str, Any]:
         job = runner.begin(tenant_id, deletion_id)
     elif action == STEP:
         copy = step_named(event["copy"]).copy
-        runner.attempt(runner.begin(tenant_id, deletion_id), copy)
-        job = runner.repo.job(tenant_id, deletion_id) or runner.begin(tenant_id, deletion_id)
+        runner.attempt(runner.load(tenant_id, deletion_id), copy)
+        job = runner.load(tenant_id, deletion_id)
     elif action == FAIL:
         error = event.get("error") or {}
         kind = error.get("Error", "error") if isinstance(error, dict) else "error"

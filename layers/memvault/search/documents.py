@@ -183,13 +183,13 @@ def op_from_images(
         return _op(old, Stage.REMOVED, document=False)
     if not new or not _is_memory_version(new):
         return None
-    if new.get("type") == "memory-tombstone":
+    stage = _stage_of(new)
+    if stage is Stage.PURGED:
         # The purge keeps ids only; the version comes from the image before it.
         source = old if old and "version" in old else new
         if "version" not in source or "tenant_id" not in source:
             return None
         return _op({**source, **new}, Stage.PURGED, document=False)
-    stage = _BY_STATUS.get(str(new.get("status")))
     if stage is None:
         return None
     if event_name == "MODIFY" and old and _stage_of(old) == stage:

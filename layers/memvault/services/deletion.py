@@ -339,10 +339,14 @@ class PurgeRunner:
                     self.sleep(delays[attempt])
         return self.finish(tenant_id, deletion_id)
 
-    def begin(self, tenant_id: str, deletion_id: str) -> DeletionJob:
+    def load(self, tenant_id: str, deletion_id: str) -> DeletionJob:
         job = self.repo.job(tenant_id, deletion_id)
         if job is None:
             raise LookupError(deletion_id)
+        return job
+
+    def begin(self, tenant_id: str, deletion_id: str) -> DeletionJob:
+        job = self.load(tenant_id, deletion_id)
         if job.status is not DeletionState.COMPLETED:
             self.repo.set_job_state(tenant_id, deletion_id, DeletionState.PURGING, self.clock.now())
         return job
@@ -416,9 +420,7 @@ class PurgeRunner:
         return final
 
     def _reload(self, tenant_id: str, deletion_id: str) -> DeletionJob:
-        job = self.repo.job(tenant_id, deletion_id)
-        assert job is not None
-        return job
+        return self.load(tenant_id, deletion_id)
 
 
 class PurgeLauncher(Protocol):
