@@ -1,0 +1,1 @@
+"""The DynamoDB adapters: what AWS runs (conditional writes, transactions, Streams)."""

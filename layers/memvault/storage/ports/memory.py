@@ -1,0 +1,297 @@
+"""The memory store's port: version chains, canonical pointers, idempotency, subject
+epochs, deletion jobs and the audit trail, as domain operations.
+
+Every operation that changes what may be read is atomic in the adapter (one DynamoDB
+transaction, one SQLite transaction): a crash at any point leaves all of it or none of
+it. A refused condition raises ``ConditionFailed`` naming its ``Conflict`` causes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Protocol
+
+from memvault.models.memory import CopyState, DeletionJob, DeletionState, Memory
+
+LIVE = "live"
+TOMBSTONED = "deleted"
+
+
+def fact_id(kind: str, canonical_key: str, scope: Mapping[str, str]) -> str:
+    """The identity of a fact: (kind, canonical key, scope). Different scopes are
+    different facts; the canonical pointer is keyed by this digest."""
+    identity = json.dumps([kind, canonical_key, sorted(scope.items())], ensure_ascii=False)
+    return hashlib.sha256(identity.encode()).hexdigest()[:40]
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Head of a version chain: the compare-and-set point and the tombstone."""
+
+    chain_id: str
+    state: str
+    current_memory_id: str
+    current_version: int
+    versions: list[str]
+    #: The fact this chain holds the pointer of (``fact_id``), if it has a canonical key.
+    fact: str | None
+    subject_epoch: int
+    deletion_id: str | None
+    #: The chain's expiry (epoch seconds): never earlier than its longest-lived version's.
+    ttl: int | None = None
+    #: Every artifact any version of the chain referenced.
+    artifact_ids: tuple[str, ...] = ()
+
+    @property
+    def live(self) -> bool:
+        return self.state == LIVE
+
+
+@dataclass(frozen=True)
+class IdempotencyRecord:
+    request_id: str
+    payload_hash: str
+    memory_id: str
+
+
+@dataclass(frozen=True)
+class AuditEvent:
+    """Ids and counts only: the audit trail never holds memory content."""
+
+    event_id: str
+    at: datetime
+    action: str
+    actor: str
+    tenant_id: str
+    subject_id: str
+    memory_id: str | None = None
+    chain_id: str | None = None
+    version: int | None = None
+    deletion_id: str | None = None
+    request_id: str | None = None
+
+
+@dataclass(frozen=True)
+class DeletionLogEntry:
+    """What a restore from backup replays (ids, who, when; no content, no expiry)."""
+
+    deletion_id: str
+    tenant_id: str
+    subject_id: str
+    scope: str
+    target: str
+    requested_by: str
+    requested_at: datetime
+
+
+@dataclass(frozen=True)
+class StoredVersion:
+    """A version as recall re-validates it: the memory (``None`` once purged to an
+    ids-only tombstone) and the version that replaced it, if any."""
+
+    memory_id: str
+    chain_id: str
+    memory: Memory | None
+    superseded_by: str | None
+
+
+@dataclass(frozen=True)
+class NewVersion:
+    """Everything one version write commits, atomically."""
+
+    memory: Memory
+    #: The chain's current version before this write; ``None`` starts a new chain.
+    expected_version: int | None
+    previous: Memory | None
+    #: The fact whose pointer to claim, and the chain it must point to now (or None).
+    fact: str | None
+    fact_expected_chain: str | None
+    idempotency: IdempotencyRecord | None
+    idempotency_expires_at: datetime | None
+    audit: AuditEvent
+    audit_expires_at: datetime
+    #: When the chain began earlier: its TTL so far (the new one is never earlier).
+    chain_ttl: int | None = None
+
+    @property
+    def head_ttl(self) -> int:
+        """Chain head and pointer live as long as the longest-lived version, so that no
+        version is ever left without its chain (reads and deletes go through it)."""
+        return max(int(self.memory.expires_at.timestamp()), self.chain_ttl or 0)
+
+
+@dataclass(frozen=True)
+class ListFilter:
+    statuses: Sequence[str]
+    kind: str | None = None
+    canonical_key: str | None = None
+    tag: str | None = None
+
+
+class MemoryStore(Protocol):
+    """Long-term memory's source of truth."""
+
+    def reachable(self) -> bool: ...
+
+    # -- reads (consistent)
+
+    def subject_epoch(self, tenant_id: str, subject_id: str) -> int: ...
+
+    def locate(self, tenant_id: str, subject_id: str, memory_id: str) -> tuple[str, int] | None:
+        """The chain and subject epoch of a version, purged or not."""
+        ...
+
+    def version(self, tenant_id: str, subject_id: str, memory_id: str) -> Memory | None:
+        """A version with its content; ``None`` when absent or purged."""
+        ...
+
+    def versions(self, tenant_id: str, subject_id: str, memory_ids: list[str]) -> list[Memory]:
+        ...
+
+    def chain(self, tenant_id: str, subject_id: str, chain_id: str) -> Chain | None: ...
+
+    def pointer(self, tenant_id: str, subject_id: str, fact: str) -> str | None:
+        """The chain the fact's canonical pointer names."""
+        ...
+
+    def pointers(self, tenant_id: str, subject_id: str, facts: Sequence[str]) -> list[str]:
+        """The chains the facts' pointers name (those that have one)."""
+        ...
+
+    def revalidation(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        memory_ids: Sequence[str],
+        chain_ids: Sequence[str],
+    ) -> tuple[int, dict[str, StoredVersion], list[Chain]]:
+        """One consistent read for recall: the subject epoch, the named versions (by id)
+        and the named chain heads."""
+        ...
+
+    def idempotency(
+        self, tenant_id: str, subject_id: str, request_id: str
+    ) -> IdempotencyRecord | None: ...
+
+    def list_versions(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        *,
+        now: datetime,
+        where: ListFilter,
+        cursor: str | None,
+        page_size: int,
+    ) -> tuple[list[Memory], str | None]:
+        """One page of unexpired versions with the given statuses, oldest id first; the
+        cursor is opaque and owned by the adapter. The caller still applies read checks."""
+        ...
+
+    def subject_items(self, tenant_id: str, subject_id: str) -> tuple[list[Memory], list[Chain]]:
+        """Every version (with content) and chain head of a subject (export, forget)."""
+        ...
+
+    def subject_version_ids(self, tenant_id: str, subject_id: str) -> list[tuple[str, str]]:
+        """(memory id, chain id) of every version row of a subject, purged or not."""
+        ...
+
+    # -- writes (each atomic)
+
+    def commit_version(self, new: NewVersion) -> None:
+        """Idempotency record, new version, chain head (compare-and-set), pointer
+        (compare-and-set), old version superseded, artifact reference, subject epoch
+        unchanged, audit event: all or nothing."""
+        ...
+
+    def tombstone_chain(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        chain: Chain,
+        deletion_id: str,
+        at: datetime,
+        *,
+        release_pointer: bool,
+        job: DeletionJob | None,
+        audit: AuditEvent | None,
+        audit_expires_at: datetime | None,
+    ) -> None:
+        """Block every version of a chain at once (head tombstoned at its current
+        version, current version marked deleted, pointer released if it still names the
+        chain), with the deletion job, its log entry and the audit event."""
+        ...
+
+    def retire_subject_epoch(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        epoch: int,
+        job: DeletionJob,
+        audit: AuditEvent,
+        audit_expires_at: datetime,
+    ) -> None:
+        """Forget a subject at once: the epoch moves from ``epoch`` to ``epoch + 1``."""
+        ...
+
+    def purge_version(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        memory_id: str,
+        chain_id: str,
+        deletion_id: str,
+        at: datetime,
+    ) -> None:
+        """Replace a version by an ids-only tombstone (idempotent; absent stays absent)."""
+        ...
+
+    def record_index_status(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        memory_id: str,
+        *,
+        status: str,
+        version: int,
+        indexed_version: int,
+        embedding_model: str,
+        at: datetime,
+        index_status: str,
+    ) -> bool:
+        """Record an index status on a version while it still has ``status`` at
+        ``version`` and no newer index version was recorded; False when it moved on."""
+        ...
+
+
+class DeletionJobs(Protocol):
+    def job(self, tenant_id: str, deletion_id: str) -> DeletionJob | None: ...
+
+    def put_job(self, job: DeletionJob) -> None:
+        """Record a job that commits with no other change (an artifact deletion)."""
+        ...
+
+    def set_copy(
+        self,
+        tenant_id: str,
+        deletion_id: str,
+        copy: str,
+        state: CopyState,
+        at: datetime,
+        reason: str | None = None,
+        *,
+        attempt: bool = False,
+    ) -> None: ...
+
+    def set_job_state(
+        self, tenant_id: str, deletion_id: str, state: DeletionState, at: datetime
+    ) -> None: ...
+
+
+class AuditLog(Protocol):
+    def events(self, tenant_id: str, subject_id: str) -> list[AuditEvent]: ...
+
+    def deletion_log(self, tenant_id: str | None) -> list[DeletionLogEntry]: ...

@@ -1,0 +1,1 @@
+"""The SQLite adapters: the embedded default of local mode (one file, WAL)."""

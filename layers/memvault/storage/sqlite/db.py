@@ -1,0 +1,269 @@
+"""The embedded store's database: one SQLite file, WAL, one transaction per port operation.
+
+Every write of a port operation runs inside ``write()``: ``BEGIN IMMEDIATE`` takes the
+database's write lock before anything is read, so the operation's conditions (SQL
+predicates checked inside the transaction) and its writes are atomic with respect to
+every other writer, in this process or another. Reads run in ``read()``: a deferred
+transaction, one consistent snapshot under WAL, never blocking writers.
+
+``secure_delete`` overwrites deleted content inside the database file; ``purge_files``
+also checkpoints and truncates the write-ahead log, so deleted content does not linger in
+free pages or old WAL frames.
+
+The schema carries a version (``PRAGMA user_version``) and moves forward only, one
+migration at a time, each in its own transaction.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from memvault.errors import InternalError, Throttled
+from memvault.storage.ports.changes import Change, ChangeKind
+
+#: How long a writer waits for the write lock before the operation is refused as busy.
+BUSY_TIMEOUT_MS = 10_000
+
+
+@dataclass(frozen=True)
+class Migration:
+    version: int
+    name: str
+    statements: Sequence[str]
+
+
+def dumps(value: Any) -> str:
+    """JSON as stored: compact, UTF-8 kept, keys in order (stable for equality)."""
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=True)
+
+
+def loads(text: str | None) -> Any:
+    return None if text is None else json.loads(text)
+
+
+#: The change feed's tables; part of the first migration.
+OUTBOX_SCHEMA = (
+    """CREATE TABLE outbox (
+        seq INTEGER PRIMARY KEY AUTOINCREMENT,
+        tbl TEXT NOT NULL,
+        kind TEXT NOT NULL,
+        tenant_id TEXT NOT NULL,
+        subject_id TEXT NOT NULL,
+        new_image TEXT,
+        old_image TEXT,
+        service_delete INTEGER NOT NULL DEFAULT 0
+    )""",
+    "CREATE INDEX outbox_owner ON outbox (tenant_id, subject_id)",
+    """CREATE TABLE feed_cursor (
+        consumer TEXT PRIMARY KEY,
+        position INTEGER NOT NULL
+    )""",
+)
+
+
+class Database:
+    """A SQLite file with a connection per thread."""
+
+    def __init__(self, path: str | Path, migrations: Sequence[Migration]) -> None:
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._local = threading.local()
+        self._all: list[sqlite3.Connection] = []
+        self._all_lock = threading.Lock()
+        self.migrate(migrations)
+
+    # ------------------------------------------------------------------ connections
+
+    def _connection(self) -> sqlite3.Connection:
+        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = sqlite3.connect(
+                self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+            )
+            conn.row_factory = sqlite3.Row
+            conn.execute("PRAGMA journal_mode=WAL")
+            # FULL: a transaction acknowledged to a caller survives a power cut, not only
+            # a crash of this process.
+            conn.execute("PRAGMA synchronous=FULL")
+            conn.execute("PRAGMA secure_delete=ON")
+            conn.execute("PRAGMA foreign_keys=ON")
+            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+            self._local.conn = conn
+            with self._all_lock:
+                self._all.append(conn)
+        return conn
+
+    def close(self) -> None:
+        with self._all_lock:
+            for conn in self._all:
+                try:
+                    conn.close()
+                except sqlite3.ProgrammingError:  # owned by another thread, already gone
+                    pass
+            self._all.clear()
+        self._local = threading.local()
+
+    # ------------------------------------------------------------------ transactions
+
+    @contextmanager
+    def write(self) -> Iterator[sqlite3.Connection]:
+        """One write transaction: the write lock first, then reads, checks and writes."""
+        conn = self._connection()
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+        except sqlite3.OperationalError as err:
+            raise _mapped(err) from err
+        try:
+            yield conn
+        except BaseException:
+            conn.execute("ROLLBACK")
+            raise
+        try:
+            conn.execute("COMMIT")
+        except sqlite3.OperationalError as err:
+            conn.execute("ROLLBACK")
+            raise _mapped(err) from err
+
+    @contextmanager
+    def read(self) -> Iterator[sqlite3.Connection]:
+        """One consistent snapshot for several reads."""
+        conn = self._connection()
+        conn.execute("BEGIN")
+        try:
+            yield conn
+        finally:
+            conn.execute("COMMIT")
+
+    def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
+        with self.write() as conn:
+            return fn(conn)
+
+    # ------------------------------------------------------------------ schema
+
+    def schema_version(self) -> int:
+        return int(self._connection().execute("PRAGMA user_version").fetchone()[0])
+
+    def migrate(self, migrations: Sequence[Migration]) -> None:
+        """Apply, in order, every migration above the file's schema version, each in its
+        own transaction. A file written by a newer memvault (a version above every known
+        migration) is refused, not guessed at."""
+        known = max(m.version for m in migrations)
+        current = self.schema_version()
+        if current > known:
+            raise InternalError(
+                "the data file was written by a newer memvault; upgrade memvault",
+                {"schema_version": current, "known": known},
+            )
+        for migration in sorted(migrations, key=lambda m: m.version):
+            with self.write() as conn:
+                # Re-read under the write lock: another process may have migrated meanwhile.
+                if migration.version <= int(conn.execute("PRAGMA user_version").fetchone()[0]):
+                    continue
+                for statement in migration.statements:
+                    conn.execute(statement)
+                conn.execute(f"PRAGMA user_version={int(migration.version)}")
+
+    # ------------------------------------------------------------------ change feed
+
+    @staticmethod
+    def emit(
+        conn: sqlite3.Connection,
+        table: str,
+        kind: ChangeKind,
+        tenant_id: str,
+        subject_id: str,
+        new: Mapping[str, Any] | None,
+        old: Mapping[str, Any] | None,
+        *,
+        service_delete: bool = False,
+    ) -> None:
+        """Record a change in the outbox, inside the caller's transaction."""
+        conn.execute(
+            "INSERT INTO outbox (tbl, kind, tenant_id, subject_id, new_image, old_image, "
+            "service_delete) VALUES (?, ?, ?, ?, ?, ?, ?)",
+            (
+                table,
+                kind.value,
+                tenant_id,
+                subject_id,
+                dumps(new) if new is not None else None,
+                dumps(old) if old is not None else None,
+                int(service_delete),
+            ),
+        )
+
+    def purge_files(self) -> None:
+        """Checkpoint the WAL into the database and truncate it, so that content deleted
+        (and overwritten by ``secure_delete``) is in no old WAL frame either."""
+        conn = self._connection()
+        conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+
+
+class OutboxFeed:
+    """The local change feed: the outbox read through a durable per-consumer cursor."""
+
+    def __init__(self, db: Database, table: str | None = None) -> None:
+        self.db = db
+        self.table = table
+
+    def read(self, consumer: str, limit: int) -> list[Change]:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT position FROM feed_cursor WHERE consumer = ?", (consumer,)
+            ).fetchone()
+            after = int(row[0]) if row else 0
+            query = "SELECT * FROM outbox WHERE seq > ?"
+            params: list[Any] = [after]
+            if self.table:
+                query += " AND tbl = ?"
+                params.append(self.table)
+            rows = conn.execute(query + " ORDER BY seq LIMIT ?", (*params, limit)).fetchall()
+        return [
+            Change(
+                table=r["tbl"],
+                kind=ChangeKind(r["kind"]),
+                new=loads(r["new_image"]),
+                old=loads(r["old_image"]),
+                position=str(r["seq"]),
+                service_delete=bool(r["service_delete"]),
+            )
+            for r in rows
+        ]
+
+    def acknowledge(self, consumer: str, position: str) -> None:
+        with self.db.write() as conn:
+            conn.execute(
+                "INSERT INTO feed_cursor (consumer, position) VALUES (?, ?) "
+                "ON CONFLICT (consumer) DO UPDATE SET position = MAX(position, excluded.position)",
+                (consumer, int(position)),
+            )
+
+    def prune(self) -> int:
+        """Drop what every consumer has passed; with no consumer yet, keep everything."""
+        with self.db.write() as conn:
+            row = conn.execute("SELECT MIN(position), COUNT(*) FROM feed_cursor").fetchone()
+            if not row[1]:
+                return 0
+            cur = conn.execute("DELETE FROM outbox WHERE seq <= ?", (int(row[0]),))
+            return int(cur.rowcount)
+
+    def backlog(self, consumer: str) -> int:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT position FROM feed_cursor WHERE consumer = ?", (consumer,)
+            ).fetchone()
+            after = int(row[0]) if row else 0
+            return int(conn.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?", (after,)).fetchone()[0])
+
+
+def _mapped(err: sqlite3.OperationalError) -> Exception:
+    if "locked" in str(err) or "busy" in str(err):
+        return Throttled("the local store is busy; retry", {"retryable": True})
+    return InternalError("the local store failed", {"store_error": type(err).__name__})
