@@ -30,7 +30,7 @@ from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
-from memvault.storage.memory_repo import MemoryRepository
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.tables import ALL_TABLES, physical_name
 
 
@@ -108,7 +108,7 @@ def build_services(
     clock = clock or SystemClock()
     ids = ids or RandomIds()
     db = Dynamo(client or dynamodb_client(settings), table_names(settings))
-    repo = MemoryRepository(db)
+    repo = DynamoMemoryStore(db)
     artifacts = ArtifactService(
         db,
         s3
@@ -185,7 +185,7 @@ def build_indexer(
             "or MEMVAULT_SEARCH_BACKEND=embedded"
         )
     db = Dynamo(client or dynamodb_client(settings), table_names(settings))
-    return Indexer(index, embedder, db, clock or SystemClock())
+    return Indexer(index, embedder, DynamoMemoryStore(db), clock or SystemClock())
 
 
 def build_memory_service(

@@ -13,11 +13,11 @@ import sys
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from memvault.clock import SystemClock, parse_iso
+from memvault.clock import SystemClock
 from memvault.config import Settings
 from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.indexing.indexer import Indexer
-from memvault.indexing.rebuild import rebuild, scan_items
+from memvault.indexing.rebuild import rebuild
 from memvault.models.access import AccessContext, Scope
 from memvault.models.memory import DeletionJob, DeletionScope, DeletionState, Sensitivity
 from memvault.models.recall import RecallRequest
@@ -25,9 +25,8 @@ from memvault.search.backend import SearchIndex
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.services.deletion import IndexStep, PrimaryStep, PurgeStep, VersionsStep
 from memvault.services.recall import RecallService
-from memvault.storage import keys
-from memvault.storage.dynamo import Dynamo, TransactionConflict
-from memvault.storage.memory_repo import MemoryRepository
+from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.wiring import dynamodb_client, search_index, table_names
 from memvault_local.evaluation import EvalSet
 
@@ -69,11 +68,12 @@ def reindex(
     db = Dynamo(client, table_names(settings))
     table = db.names["memory"]
     approx = int(client.describe_table(TableName=table)["Table"].get("ItemCount", 0))
-    indexer = Indexer(index, embedder, db, SystemClock())
+    store = DynamoMemoryStore(db)
+    indexer = Indexer(index, embedder, store, SystemClock())
     with tqdm(
         total=approx or None, unit="item", desc=f"indexing into {index.name}", file=out
     ) as bar:
-        report = rebuild(indexer, scan_items(client, table, tenant_id), progress=bar.update)
+        report = rebuild(indexer, store.rebuild_records(tenant_id), progress=bar.update)
     index.refresh()
     out.write(
         f"{report.scanned} items scanned, {report.written} documents written, "
@@ -83,13 +83,13 @@ def reindex(
         out.write("some documents failed: the alias stays where it is; run reindex again\n")
         return 1
     if eval_path:
-        repo = MemoryRepository(db)
+        repo = store
         old = [n for n in previous if n != index.name]
         for name in [*old, index.name]:
             target = _index_named(index, name)
             target_embedder = embedder if name == index.name else _embedder_for(settings, target)
             service = RecallService(repo, target, target_embedder, settings, SystemClock())
-            score = _eval_recall(service, EvalSet.read(eval_path), client, table)
+            score = _eval_recall(service, EvalSet.read(eval_path), store)
             out.write(f"{name}: recall@10 {score}\n")
     if switch:
         index.point_alias(index.name)
@@ -131,11 +131,11 @@ def _embedder_for(settings: Settings, index: OpenSearchIndex) -> Embedder:
     raise AdminError(f"no embedder here matches {index.model_id} ({index.dimensions} dims)")
 
 
-def _eval_recall(service: RecallService, evalset: EvalSet, client: Any, table: str) -> float:
+def _eval_recall(service: RecallService, evalset: EvalSet, store: DynamoMemoryStore) -> float:
     """recall@10 over the set's queries whose memories were loaded with ``eval-<key>``
     request ids (as ``memvault_local.evaluation.load`` writes them)."""
     ids: dict[str, str] = {}
-    for item in scan_items(client, table):
+    for item in store.rebuild_records():
         request = str(item.get("request_id") or "")
         if request.startswith("eval-") and item.get("type") == "memory":
             ids[request.removeprefix("eval-")] = str(item["memory_id"])
@@ -189,19 +189,6 @@ class ReplayReport:
     reenabled: list[str] = field(default_factory=list)
 
 
-def deletion_log(db: Dynamo, tenant_id: str | None) -> list[dict[str, Any]]:
-    """The deletion log (ids only, no expiry), oldest first, for one tenant or all."""
-    if tenant_id is not None:
-        entries = list(db.query_all("audit", keys.deletion_log_pk(tenant_id), ""))
-    else:
-        entries = [
-            i
-            for i in db.scan_prefix("audit", "")
-            if str(i["pk"]).endswith(keys.deletion_log_pk(""))
-        ]
-    return sorted(entries, key=lambda e: (e["requested_at"], e["deletion_id"]))
-
-
 def _reenable(client: Any, table: str, out: TextIO) -> list[str]:
     """A table restored from a backup has no stream and no TTL: turn both back on."""
     done = []
@@ -237,7 +224,7 @@ def restore_replay(
     client = client or dynamodb_client(settings)
     names = table_names(settings)
     report = ReplayReport(reenabled=_reenable(client, restored_table, out))
-    restored = MemoryRepository(Dynamo(client, {**names, "memory": restored_table}))
+    restored = DynamoMemoryStore(Dynamo(client, {**names, "memory": restored_table}))
     clock = SystemClock()
     if index is None and (settings.search_endpoint or settings.search_backend == "embedded"):
         index = search_index(settings, embedder_from_settings(settings))
@@ -246,16 +233,16 @@ def restore_replay(
         VersionsStep(restored, clock),
         IndexStep(restored, index),
     ]
-    for entry in deletion_log(restored.db, tenant_id):
+    for entry in restored.deletion_log(tenant_id):
         job = DeletionJob(
-            deletion_id=entry["deletion_id"],
-            tenant_id=entry["tenant_id"],
-            subject_id=entry["subject_id"],
-            scope=DeletionScope(entry["scope"]),
-            target=entry["target"],
+            deletion_id=entry.deletion_id,
+            tenant_id=entry.tenant_id,
+            subject_id=entry.subject_id,
+            scope=DeletionScope(entry.scope),
+            target=entry.target,
             status=DeletionState.PURGING,
-            requested_by=entry["requested_by"],
-            requested_at=parse_iso(entry["requested_at"]),
+            requested_by=entry.requested_by,
+            requested_at=entry.requested_at,
             completed_at=None,
             copies=[],
         )
@@ -278,26 +265,11 @@ def restore_replay(
     return report
 
 
-def _retire_at_least(repo: MemoryRepository, job: DeletionJob) -> None:
+def _retire_at_least(repo: DynamoMemoryStore, job: DeletionJob) -> None:
     """The restored subject epoch must be past the one the forget retired."""
-    retired = int(job.target.removeprefix("epoch:"))
-    try:
-        repo.db.update(
-            "memory",
-            keys.subject_pk(job.tenant_id, job.subject_id),
-            keys.SUBJECT_META_SK,
-            "SET epoch = :next, deletion_id = :did, #type = :type",
-            names={"#type": "type"},
-            values={
-                ":next": retired + 1,
-                ":retired": retired,
-                ":did": job.deletion_id,
-                ":type": "subject",
-            },
-            condition="attribute_not_exists(epoch) OR epoch <= :retired",
-        )
-    except TransactionConflict:
-        return  # already past it
+    repo.raise_epoch(
+        job.tenant_id, job.subject_id, int(job.target.removeprefix("epoch:")), job.deletion_id
+    )
 
 
 def run_restore_replay(args: Any) -> int:

@@ -29,6 +29,7 @@ from memvault.models.memory import MemoryPatch
 from memvault.search.backend import OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_item
 from memvault.search.embedded import EmbeddedIndex
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamo import Dynamo, from_item
 from memvault.wiring import table_names
 from tests.support.harness import a_write, ctx
@@ -148,7 +149,9 @@ def test_the_index_converges_under_duplicates_reordering_and_failures(
     delivered = records + rng.sample(records, len(records) // 3)  # a third duplicated
     rng.shuffle(delivered)
     index = FlakyIndex(EmbeddedIndex(f"cv-{seed}"), rng, rate=0.25)
-    indexer = Indexer(index, EMBEDDER, Dynamo(rig.client, table_names(rig.settings)), rig.clock)  # type: ignore[arg-type]
+    indexer = Indexer(
+        index, EMBEDDER, DynamoMemoryStore(Dynamo(rig.client, table_names(rig.settings))), rig.clock
+    )  # type: ignore[arg-type]
 
     attempts = _deliver(lambda e: handle(e, indexer), delivered, rng)
 
@@ -171,7 +174,9 @@ def test_a_poison_record_is_reported_and_does_not_block_the_rest(
 ) -> None:
     rig, records = workload
     index = EmbeddedIndex("cv-poison")
-    indexer = Indexer(index, EMBEDDER, Dynamo(rig.client, table_names(rig.settings)), rig.clock)
+    indexer = Indexer(
+        index, EMBEDDER, DynamoMemoryStore(Dynamo(rig.client, table_names(rig.settings))), rig.clock
+    )
     inserts = [
         r
         for r in records

@@ -296,7 +296,8 @@ def _copy_table(client: Any, source: str, target: str) -> None:
 
 def make_rig_index(rig: RecallRig, table: str) -> Any:
     from memvault.indexing.indexer import Indexer
-    from memvault.indexing.rebuild import rebuild, scan_items
+    from memvault.indexing.rebuild import rebuild
+    from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.search.embedded import EmbeddedIndex
     from memvault.storage.dynamo import Dynamo
     from memvault.wiring import table_names
@@ -304,8 +305,8 @@ def make_rig_index(rig: RecallRig, table: str) -> Any:
     index = EmbeddedIndex(f"rebuilt-{uuid.uuid4().hex[:6]}")
     names = {**table_names(rig.settings), "memory": table}
     rebuild(
-        Indexer(index, EMBEDDER, Dynamo(rig.client, names), rig.clock),
-        scan_items(rig.client, table),
+        Indexer(index, EMBEDDER, DynamoMemoryStore(Dynamo(rig.client, names)), rig.clock),
+        DynamoMemoryStore(Dynamo(rig.client, names)).rebuild_records(),
     )
     return index
 

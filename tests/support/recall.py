@@ -18,6 +18,7 @@ from memvault.indexing.handler import handle
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.search.embedded import EmbeddedIndex
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.tables import create_tables
 from memvault.wiring import Services, build_services, table_names
@@ -95,7 +96,7 @@ def make_rig(
         cfg, client=client, clock=clock, s3=s3, keys=keys, search=index, embedder=embedder
     )
     services.purge.sleep = lambda seconds: None
-    indexer = Indexer(index, embedder, Dynamo(client, table_names(cfg)), clock)
+    indexer = Indexer(index, embedder, DynamoMemoryStore(Dynamo(client, table_names(cfg))), clock)
     pump = StreamPump(
         client,
         boto3.client("dynamodbstreams", region_name="us-east-1"),

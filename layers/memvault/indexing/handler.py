@@ -16,6 +16,7 @@ from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger, metrics, tracer
+from memvault.storage.dynamodb.changes import change_from_record
 
 
 @lru_cache(maxsize=1)
@@ -26,7 +27,13 @@ def _indexer() -> Indexer:
 
 
 def handle(event: dict[str, Any], indexer: Indexer) -> dict[str, Any]:
-    outcome = indexer.process(event.get("Records") or [])
+    changes, unreadable = [], []
+    for record in event.get("Records") or []:
+        try:
+            changes.append(change_from_record(record))
+        except (KeyError, ValueError, TypeError):
+            unreadable.append(str((record.get("dynamodb") or {}).get("SequenceNumber", "")))
+    outcome = indexer.process(changes, unreadable)
     metrics.add_metric(name="IndexApplied", unit="Count", value=outcome.applied)
     metrics.add_metric(name="IndexStale", unit="Count", value=outcome.stale)
     metrics.add_metric(

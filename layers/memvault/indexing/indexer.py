@@ -1,4 +1,4 @@
-"""The indexer: memory-table stream records in, index writes and index status out.
+"""The indexer: the memory store's changes in, index writes and index status out.
 
 For one batch: each record becomes at most one index op (documents.py); ops for the same
 chain collapse to the newest; live documents are embedded in one call; everything is
@@ -15,14 +15,14 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from memvault.clock import Clock, iso
+from memvault.clock import Clock
 from memvault.embeddings import Embedder
 from memvault.models.memory import IndexStatus
 from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_images
-from memvault.storage import keys
-from memvault.storage.dynamo import Dynamo, TransactionConflict, from_item
+from memvault.storage.ports.changes import Change
+from memvault.storage.ports.memory import MemoryStore
 
 
 @dataclass
@@ -47,34 +47,38 @@ class BatchOutcome:
         }
 
 
-def op_from_record(record: dict[str, Any]) -> IndexOp | None:
-    """One raw stream record (the event source's shape) as an index op."""
-    ddb = record.get("dynamodb") or {}
-    new = from_item(ddb["NewImage"]) if ddb.get("NewImage") else None
-    old = from_item(ddb["OldImage"]) if ddb.get("OldImage") else None
-    op = op_from_images(str(record.get("eventName")), new, old)
+def op_from_change(change: Change) -> IndexOp | None:
+    """One change of the feed as an index op."""
+    new = dict(change.new) if change.new is not None else None
+    old = dict(change.old) if change.old is not None else None
+    op = op_from_images(change.kind.value, new, old)
     if op is None:
         return None
-    return dataclasses.replace(op, origin=str(ddb.get("SequenceNumber", "")))
+    return dataclasses.replace(op, origin=change.position)
 
 
 class Indexer:
-    def __init__(self, index: SearchIndex, embedder: Embedder, db: Dynamo, clock: Clock) -> None:
+    def __init__(
+        self, index: SearchIndex, embedder: Embedder, store: MemoryStore, clock: Clock
+    ) -> None:
         self.index = index
         self.embedder = embedder
-        self.db = db
+        self.store = store
         self.clock = clock
 
-    def process(self, records: Sequence[dict[str, Any]]) -> BatchOutcome:
-        outcome = BatchOutcome(records=len(records))
+    def process(self, changes: Sequence[Change], unreadable: Sequence[str] = ()) -> BatchOutcome:
+        """Index a batch of changes; ``unreadable`` names the positions of records the
+        feed's adapter could not read (reported back as failures)."""
+        outcome = BatchOutcome(records=len(changes) + len(unreadable))
+        outcome.failed_sequence_numbers.extend(unreadable)
         ops: list[IndexOp] = []
-        for record in records:
+        for change in changes:
             try:
-                op = op_from_record(record)
+                op = op_from_change(change)
             except (KeyError, ValueError, TypeError) as err:
                 # A record we cannot read is a poison record: report it, never crash the
                 # batch (the event source bisects, then sends it to the failure queue).
-                seq = str((record.get("dynamodb") or {}).get("SequenceNumber", ""))
+                seq = change.position
                 logger.error(
                     "unreadable stream record",
                     extra={"sequence_number": seq, "error": type(err).__name__},
@@ -133,26 +137,17 @@ class Indexer:
         return [filled.get(id(op), op) for op in ops]
 
     def _record_status(self, op: IndexOp, status: IndexStatus) -> None:
-        """Set ``index_status`` on the memory item only while it is still what was indexed."""
+        """Set ``index_status`` on the version only while it is still what was indexed
+        (a version that moved on, or is gone, gets its newer event indexed instead)."""
         assert op.document is not None
-        try:
-            self.db.update(
-                "memory",
-                keys.subject_pk(op.tenant_id, op.subject_id),
-                keys.version_sk(op.memory_id),
-                "SET index_status = :s, indexed_version = :v, embedding_model = :m, "
-                "indexed_at = :now",
-                names={"#status": "status"},
-                values={
-                    ":s": status.value,
-                    ":v": op.version,
-                    ":m": f"{self.embedder.model_id}@{self.embedder.model_version}",
-                    ":now": iso(self.clock.now()),
-                    ":status": op.document.status,
-                    ":version": op.memory_version,
-                },
-                condition="#status = :status AND version = :version "
-                "AND (attribute_not_exists(indexed_version) OR indexed_version <= :v)",
-            )
-        except TransactionConflict:
-            return  # the item moved on (or is gone): its newer event will be indexed
+        self.store.record_index_status(
+            op.tenant_id,
+            op.subject_id,
+            op.memory_id,
+            status=op.document.status,
+            version=op.memory_version,
+            indexed_version=op.version,
+            embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
+            at=self.clock.now(),
+            index_status=status.value,
+        )

@@ -1,6 +1,6 @@
 """Rebuild an index from the memory table, the source of truth (``memvault reindex``).
 
-The table is scanned page by page (one segment at a time, so a large table streams
+The store is read page by page (``MemoryStore.rebuild_records``: a large store streams
 rather than loads); every memory version becomes the same op the stream would have
 produced for its current state, and the ops go through the indexer's bulk path. External
 versions make a rebuild safe to run while the stream indexer writes to the same index.
@@ -15,7 +15,6 @@ from typing import Any
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import APPLIED, FAILED
 from memvault.search.documents import IndexOp, op_from_item
-from memvault.storage.dynamo import from_item
 
 Progress = Callable[[int], None]
 
@@ -26,20 +25,6 @@ class RebuildReport:
     written: int = 0
     stale: int = 0
     failed: int = 0
-
-
-def scan_items(client: Any, table: str, tenant_id: str | None = None) -> Iterator[dict[str, Any]]:
-    params: dict[str, Any] = {"TableName": table}
-    if tenant_id is not None:
-        params["FilterExpression"] = "begins_with(pk, :t)"
-        params["ExpressionAttributeValues"] = {":t": {"S": f"{tenant_id}#"}}
-    while True:
-        page = client.scan(**params)
-        for raw in page.get("Items", []):
-            yield from_item(raw)
-        if "LastEvaluatedKey" not in page:
-            return
-        params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def rebuild(

@@ -24,7 +24,6 @@ from enum import IntEnum
 from typing import Any
 
 from memvault.models.memory import MemoryStatus, Sensitivity
-from memvault.storage import keys
 
 
 class Stage(IntEnum):
@@ -166,10 +165,7 @@ class IndexOp:
 
 
 def _is_memory_version(item: dict[str, Any]) -> bool:
-    return str(item.get("sk", "")).startswith(keys.VERSION_PREFIX) and item.get("type") in (
-        "memory",
-        "memory-tombstone",
-    )
+    return item.get("type") in ("memory", "memory-tombstone")
 
 
 def op_from_images(
@@ -208,14 +204,13 @@ def op_from_item(item: dict[str, Any]) -> IndexOp | None:
 
     A deleted chain's head gives a tombstone, so that a rebuilt index refuses a late
     stream record of that chain just as the old one did."""
-    if str(item.get("sk", "")).startswith(keys.CHAIN_PREFIX):
+    if item.get("type") == "chain":
         if item.get("state") == "live" or "current_version" not in item:
             return None
-        tenant_id, _, subject_id = str(item["pk"]).partition("#")
         return IndexOp(
             chain_id=item["chain_id"],
-            tenant_id=tenant_id,
-            subject_id=subject_id,
+            tenant_id=item["tenant_id"],
+            subject_id=item["subject_id"],
             memory_id=item["current_memory_id"],
             memory_version=int(item["current_version"]),
             stage=Stage.PURGED,

@@ -49,7 +49,7 @@ from memvault.models.memory import (
 )
 from memvault.observability import logger
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, to_item
-from memvault.storage.memory_repo import job_to_item
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 
 _NOT_FOUND = "no such artifact for this subject"
 
@@ -362,7 +362,7 @@ class ArtifactService:
                 )
             ],
         )
-        self.db.put("deletions", job_to_item(job))
+        DynamoMemoryStore(self.db).put_job(job)
         return job
 
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool:

@@ -21,8 +21,9 @@ from memvault.observability import logger, metrics
 from memvault.purge.pipeline import PURGE_PIPELINE, PipelineStep
 from memvault.search.backend import FAILED, SearchIndex
 from memvault.search.documents import IndexOp, Stage
-from memvault.storage.dynamo import Dynamo, TransactionConflict
-from memvault.storage.memory_repo import Chain, MemoryRepository
+from memvault.storage.dynamo import Dynamo
+from memvault.storage.ports.errors import ConditionFailed
+from memvault.storage.ports.memory import Chain, MemoryRecords
 
 #: Copies a new job starts with, and the state each starts in: every pipeline step's
 #: copy, and the copies that never hold content.
@@ -52,7 +53,7 @@ class PurgeStep(Protocol):
     def run(self, job: DeletionJob) -> StepResult: ...
 
 
-def _chains_in_scope(repo: MemoryRepository, job: DeletionJob) -> tuple[list[Chain], int | None]:
+def _chains_in_scope(repo: MemoryRecords, job: DeletionJob) -> tuple[list[Chain], int | None]:
     """The chains a job covers; for a subject job also the retired epoch."""
     if job.scope is DeletionScope.MEMORY:
         chain = repo.chain(job.tenant_id, job.subject_id, job.target)
@@ -75,7 +76,7 @@ class ArtifactsStep:
 
     copy = "artifacts"
 
-    def __init__(self, repo: MemoryRepository, releaser: ArtifactReleaser) -> None:
+    def __init__(self, repo: MemoryRecords, releaser: ArtifactReleaser) -> None:
         self.repo = repo
         self.releaser = releaser
 
@@ -111,7 +112,7 @@ class PrimaryStep:
 
     copy = "primary"
 
-    def __init__(self, repo: MemoryRepository, clock: Clock) -> None:
+    def __init__(self, repo: MemoryRecords, clock: Clock) -> None:
         self.repo = repo
         self.clock = clock
 
@@ -133,8 +134,8 @@ class PrimaryStep:
     def _tombstone(self, job: DeletionJob, chain: Chain) -> Chain:
         for _ in range(5):
             release = (
-                bool(chain.pointer_sk)
-                and self.repo.pointer(job.tenant_id, job.subject_id, chain.pointer_sk or "")
+                bool(chain.fact)
+                and self.repo.pointer(job.tenant_id, job.subject_id, chain.fact or "")
                 == chain.chain_id
             )
             try:
@@ -150,7 +151,7 @@ class PrimaryStep:
                     audit_expires_at=None,
                 )
                 return chain
-            except TransactionConflict:
+            except ConditionFailed:
                 fresh = self.repo.chain(job.tenant_id, job.subject_id, chain.chain_id)
                 if fresh is None or not fresh.live:
                     return fresh or chain
@@ -163,7 +164,7 @@ class VersionsStep:
 
     copy = "versions"
 
-    def __init__(self, repo: MemoryRepository, clock: Clock) -> None:
+    def __init__(self, repo: MemoryRecords, clock: Clock) -> None:
         self.repo = repo
         self.clock = clock
 
@@ -192,7 +193,7 @@ class IndexStep:
 
     copy = "index"
 
-    def __init__(self, repo: MemoryRepository, index: SearchIndex | None) -> None:
+    def __init__(self, repo: MemoryRecords, index: SearchIndex | None) -> None:
         self.repo = repo
         self.index = index
 
@@ -282,7 +283,7 @@ class RunsStep:
 
 
 def default_steps(
-    repo: MemoryRepository,
+    repo: MemoryRecords,
     clock: Clock,
     releaser: ArtifactReleaser,
     index: SearchIndex | None = None,
@@ -294,8 +295,8 @@ def default_steps(
         "versions": VersionsStep(repo, clock),
         "index": IndexStep(repo, index),
         "cache": CacheStep(),
-        "sessions": SessionsStep(repo.db),
-        "runs": RunsStep(repo.db),
+        "sessions": SessionsStep(repo.db),  # type: ignore[attr-defined]
+        "runs": RunsStep(repo.db),  # type: ignore[attr-defined]
     }
     return [handlers[step.copy] for step in PURGE_PIPELINE]
 
@@ -309,7 +310,7 @@ class PurgeRunner:
 
     def __init__(
         self,
-        repo: MemoryRepository,
+        repo: MemoryRecords,
         clock: Clock,
         steps: list[PurgeStep],
         *,

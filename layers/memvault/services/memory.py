@@ -11,6 +11,7 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -40,16 +41,18 @@ from memvault.models.memory import (
 from memvault.observability import logger
 from memvault.policy import write_policy
 from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
-from memvault.storage import keys
-from memvault.storage.dynamo import TransactionConflict
-from memvault.storage.memory_repo import (
+from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import (
     AuditEvent,
     Chain,
     IdempotencyRecord,
-    MemoryRepository,
+    ListFilter,
+    MemoryRecords,
     NewVersion,
+    fact_id,
 )
 
+_MEMORY_ID = re.compile(r"mem_[0-9a-f]{32}")
 _NOT_FOUND = "no readable memory with this id for this subject"
 _LISTABLE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
 _RETRIES = 5
@@ -72,7 +75,7 @@ class WriteResult:
 class MemoryService:
     def __init__(
         self,
-        repo: MemoryRepository,
+        repo: MemoryRecords,
         settings: Settings,
         clock: Clock,
         ids: IdSource,
@@ -152,8 +155,8 @@ class MemoryService:
                         memory=memory,
                         expected_version=chain.current_version if chain else None,
                         previous=previous,
-                        pointer_sk=pointer,
-                        pointer_expected_chain=pointer_chain,
+                        fact=pointer,
+                        fact_expected_chain=pointer_chain,
                         idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory_id),
                         idempotency_expires_at=now
                         + timedelta(seconds=self.settings.idempotency_ttl_seconds),
@@ -162,20 +165,20 @@ class MemoryService:
                         chain_ttl=chain.ttl if chain else None,
                     )
                 )
-            except TransactionConflict as conflict:
-                if "idempotency" in conflict.failed:
+            except ConditionFailed as conflict:
+                if Conflict.IDEMPOTENCY in conflict:
                     # A concurrent retry of the same request committed first.
                     again = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
                     if again is None:
                         raise
                     return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
-                if "artifact" in conflict.failed:
+                if Conflict.ARTIFACT in conflict:
                     raise ArtifactNotCommitted(
                         "artifact_id must name a committed artifact of this subject; commit "
                         "the upload first",
                         {"artifact_id": cmd.artifact_id},
                     ) from None
-                if "epoch" in conflict.failed:
+                if Conflict.EPOCH in conflict:
                     # Forgetting the subject won the race: what was sent before it must
                     # not outlive it. Nothing was stored; the caller decides whether to
                     # write again.
@@ -196,7 +199,7 @@ class MemoryService:
         the pointer names now (for the pointer's compare-and-set)."""
         if cmd.canonical_key is None:
             return None, None, None
-        pointer = keys.pointer_sk(cmd.kind.value, cmd.canonical_key, cmd.scope)
+        pointer = fact_id(cmd.kind.value, cmd.canonical_key, cmd.scope)
         pointer_chain = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
         chain = self.repo.chain(ctx.tenant_id, subject_id, pointer_chain) if pointer_chain else None
         if chain is not None and not (chain.live and chain.subject_epoch == epoch):
@@ -217,7 +220,7 @@ class MemoryService:
     def _conflict(self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite) -> VersionConflict:
         details: dict[str, Any] = {"canonical_key": cmd.canonical_key}
         if cmd.canonical_key is not None:
-            pointer = keys.pointer_sk(cmd.kind.value, cmd.canonical_key, cmd.scope)
+            pointer = fact_id(cmd.kind.value, cmd.canonical_key, cmd.scope)
             chain_id = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
             chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id) if chain_id else None
             if chain is not None and chain.live:
@@ -323,17 +326,19 @@ class MemoryService:
                 ctx.tenant_id,
                 subject_id,
                 now=now,
-                statuses=[status] if status else list(_LISTABLE),
-                kind=kind,
-                canonical_key=canonical_key,
-                tag=tag,
-                start_sk=start,
+                where=ListFilter(
+                    statuses=[status] if status else list(_LISTABLE),
+                    kind=kind,
+                    canonical_key=canonical_key,
+                    tag=tag,
+                ),
+                cursor=start,
                 page_size=_PAGE,
             )
             for m in page:
                 if len(items) == limit:
                     # Stop after the last item handed out; the next page starts there.
-                    after = keys.version_sk(items[-1].memory_id)
+                    after = items[-1].memory_id
                     return MemoryPage(items=items, next_token=_encode_token(after))
                 if self._readable(ctx, m, epoch, now):
                     items.append(m)
@@ -478,8 +483,8 @@ class MemoryService:
                     memory=memory,
                     expected_version=chain.current_version,
                     previous=current,
-                    pointer_sk=chain.pointer_sk,
-                    pointer_expected_chain=chain.chain_id if chain.pointer_sk else None,
+                    fact=chain.fact,
+                    fact_expected_chain=chain.chain_id if chain.fact else None,
                     idempotency=None,
                     idempotency_expires_at=None,
                     audit=self._audit(ctx, subject_id, "memory.correct", memory),
@@ -487,7 +492,7 @@ class MemoryService:
                     chain_ttl=chain.ttl,
                 )
             )
-        except TransactionConflict:
+        except ConditionFailed:
             fresh = self.repo.chain(ctx.tenant_id, subject_id, chain.chain_id)
             raise VersionConflict(
                 "another write changed this memory first; re-read it and decide",
@@ -524,9 +529,8 @@ class MemoryService:
                 return self._existing_job(ctx, chain)  # deleting twice is one deletion
             job = self._new_job(ctx, subject_id, DeletionScope.MEMORY, chain.chain_id)
             release = (
-                bool(chain.pointer_sk)
-                and self.repo.pointer(ctx.tenant_id, subject_id, chain.pointer_sk or "")
-                == chain.chain_id
+                bool(chain.fact)
+                and self.repo.pointer(ctx.tenant_id, subject_id, chain.fact or "") == chain.chain_id
             )
             try:
                 self.repo.tombstone_chain(
@@ -547,7 +551,7 @@ class MemoryService:
                     ),
                     audit_expires_at=self._audit_expiry(job.requested_at),
                 )
-            except TransactionConflict:
+            except ConditionFailed:
                 continue  # superseded or deleted meanwhile: re-read the chain
             logger.info(
                 "memory deletion requested",
@@ -580,7 +584,7 @@ class MemoryService:
                     ),
                     self._audit_expiry(job.requested_at),
                 )
-            except TransactionConflict:
+            except ConditionFailed:
                 continue
             logger.info(
                 "subject forget requested",
@@ -684,15 +688,16 @@ class MemoryService:
         )
 
 
-def _encode_token(sort_key: str | None) -> str | None:
-    if sort_key is None:
+def _encode_token(memory_id: str | None) -> str | None:
+    if memory_id is None:
         return None
-    raw = json.dumps({"v": 1, "after": sort_key}).encode()
+    raw = json.dumps({"v": 2, "after": memory_id}).encode()
     return base64.urlsafe_b64encode(raw).decode().rstrip("=")
 
 
 def _decode_token(token: str | None) -> str | None:
-    """The token names only a sort key; the partition always comes from the caller."""
+    """The token names only the memory id a page stopped after; the owner always comes
+    from the caller."""
     if token is None:
         return None
     try:
@@ -700,7 +705,7 @@ def _decode_token(token: str | None) -> str | None:
         after = json.loads(raw)["after"]
     except (binascii.Error, ValueError, KeyError, TypeError):
         after = None
-    if not isinstance(after, str) or not after.startswith(keys.VERSION_PREFIX):
+    if not isinstance(after, str) or not _MEMORY_ID.fullmatch(after):
         raise ValidationFailed(
             "next_token is not one this listing returned; start again without it",
             {"field": "next_token"},

@@ -13,7 +13,6 @@ import re
 import time
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
 
 from memvault.clock import Clock, iso
 from memvault.config import Settings
@@ -32,12 +31,7 @@ from memvault.models.recall import (
 from memvault.observability import logger
 from memvault.search.backend import Hit, SearchFilter, SearchIndex
 from memvault.search.text import tokens
-from memvault.storage import keys
-from memvault.storage.memory_repo import (
-    MemoryRepository,
-    chain_from_item,
-    memory_from_item,
-)
+from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
 
 #: Reciprocal-rank fusion constant (Cormack et al.): damps the head of each list.
 RRF_K = 60
@@ -76,7 +70,7 @@ def scopes_overlap(a: dict[str, str], b: dict[str, str]) -> bool:
 class RecallService:
     def __init__(
         self,
-        repo: MemoryRepository,
+        repo: MemoryStore,
         index: SearchIndex | None,
         embedder: Embedder,
         settings: Settings,
@@ -246,9 +240,8 @@ class RecallService:
         if not slugs:
             return []
         kinds = [k.value for k in req.kinds] or [k.value for k in MemoryKind]
-        pk = keys.subject_pk(ctx.tenant_id, subject_id)
-        wanted = [(pk, keys.pointer_sk(k, s, dict(req.scope))) for s in slugs for k in kinds]
-        return [str(i["chain_id"]) for i in self.repo.db.get_many("memory", wanted)]
+        facts = [fact_id(k, slug, dict(req.scope)) for slug in slugs for k in kinds]
+        return self.repo.pointers(ctx.tenant_id, subject_id, facts)
 
     # ------------------------------------------------------------- re-validation
 
@@ -270,54 +263,46 @@ class RecallService:
         """
         if not candidates:
             return []
-        pk = keys.subject_pk(ctx.tenant_id, subject_id)
-        wanted = [(pk, keys.SUBJECT_META_SK)]
-        wanted += [(pk, keys.version_sk(c.memory_id)) for c in candidates if c.memory_id]
-        # Named by canonical key only: the chain head says which version is current.
-        wanted += [(pk, keys.chain_sk(c.chain_id)) for c in candidates if not c.memory_id]
-        epoch = 0
-        raw: dict[str, dict[str, Any]] = {}
-        for item in self.repo.db.get_many("memory", wanted):
-            sk = str(item["sk"])
-            if sk == keys.SUBJECT_META_SK:
-                epoch = int(item["epoch"])
-            elif sk.startswith(keys.CHAIN_PREFIX):
-                chain = chain_from_item(item)
-                if chain.live:
-                    for c in candidates:
-                        if c.chain_id == chain.chain_id and not c.memory_id:
-                            c.memory_id = chain.current_memory_id
-            else:
-                raw[str(item["memory_id"])] = item
-        exact = [
-            (pk, keys.version_sk(c.memory_id)) for c in candidates if c.exact_key and c.memory_id
-        ]
+        t = ctx.tenant_id
+        epoch, raw, chains = self.repo.revalidation(
+            t,
+            subject_id,
+            [c.memory_id for c in candidates if c.memory_id],
+            # Named by canonical key only: the chain head says which version is current.
+            [c.chain_id for c in candidates if not c.memory_id],
+        )
+        for chain in chains:
+            if chain.live:
+                for c in candidates:
+                    if c.chain_id == chain.chain_id and not c.memory_id:
+                        c.memory_id = chain.current_memory_id
+        exact = [c.memory_id for c in candidates if c.exact_key and c.memory_id]
         for _ in range(3):
             ahead = [
-                (pk, keys.version_sk(str(i["superseded_by"])))
-                for i in raw.values()
-                if i.get("status") == MemoryStatus.SUPERSEDED.value
-                and i.get("superseded_by")
-                and i["superseded_by"] not in raw
+                v.superseded_by
+                for v in raw.values()
+                if v.memory is not None
+                and v.memory.status is MemoryStatus.SUPERSEDED
+                and v.superseded_by
+                and v.superseded_by not in raw
             ]
-            ahead += [k for k in exact if k[1][len(keys.VERSION_PREFIX) :] not in raw]
+            ahead += [m for m in exact if m not in raw]
             exact = []
             if not ahead:
                 break
-            for item in self.repo.db.get_many("memory", ahead):
-                raw[str(item["memory_id"])] = item
+            _, more, _ = self.repo.revalidation(t, subject_id, ahead, [])
+            raw.update(more)
         kept: list[tuple[_Candidate, Memory]] = []
         seen: set[str] = set()
         for c in candidates:
-            found: dict[str, Any] | None = raw.get(c.memory_id)
+            found: StoredVersion | None = raw.get(c.memory_id)
             hops = 0
-            while found is not None and found.get("superseded_by") and hops < 4:
-                found = raw.get(str(found["superseded_by"]))
+            while found is not None and found.superseded_by and hops < 4:
+                found = raw.get(found.superseded_by)
                 hops += 1
-            if found is None or found.get("type") != "memory" or found["chain_id"] in seen:
+            if found is None or found.memory is None or found.chain_id in seen:
                 continue
-            item = found
-            current = memory_from_item(item)
+            current = found.memory
             if self._admissible(ctx, current, epoch, req, now):
                 seen.add(current.chain_id)
                 kept.append((c, current))

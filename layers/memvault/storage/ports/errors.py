@@ -29,7 +29,7 @@ class Conflict(StrEnum):
     STATE = "state"
 
 
-class ConditionFailed(Exception):  # noqa: N818 - a domain outcome, not a programming error
+class ConditionFailed(Exception):
     """A port operation's condition did not hold; nothing of the operation was written."""
 
     def __init__(self, *causes: Conflict) -> None:

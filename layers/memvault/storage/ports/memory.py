@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Any, Protocol
 
 from memvault.models.memory import CopyState, DeletionJob, DeletionState, Memory
 
@@ -149,8 +149,7 @@ class MemoryStore(Protocol):
         """A version with its content; ``None`` when absent or purged."""
         ...
 
-    def versions(self, tenant_id: str, subject_id: str, memory_ids: list[str]) -> list[Memory]:
-        ...
+    def versions(self, tenant_id: str, subject_id: str, memory_ids: list[str]) -> list[Memory]: ...
 
     def chain(self, tenant_id: str, subject_id: str, chain_id: str) -> Chain | None: ...
 
@@ -199,6 +198,11 @@ class MemoryStore(Protocol):
         """(memory id, chain id) of every version row of a subject, purged or not."""
         ...
 
+    def rebuild_records(self, tenant_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """Every version record and tombstoned chain head (``type: chain``, with its
+        tenant and subject), read in pages, for an index rebuild."""
+        ...
+
     # -- writes (each atomic)
 
     def commit_version(self, new: NewVersion) -> None:
@@ -235,6 +239,10 @@ class MemoryStore(Protocol):
         audit_expires_at: datetime,
     ) -> None:
         """Forget a subject at once: the epoch moves from ``epoch`` to ``epoch + 1``."""
+        ...
+
+    def raise_epoch(self, tenant_id: str, subject_id: str, above: int, deletion_id: str) -> None:
+        """Move the subject's epoch past ``above`` unless it is already (restore replay)."""
         ...
 
     def purge_version(
@@ -295,3 +303,8 @@ class AuditLog(Protocol):
     def events(self, tenant_id: str, subject_id: str) -> list[AuditEvent]: ...
 
     def deletion_log(self, tenant_id: str | None) -> list[DeletionLogEntry]: ...
+
+
+class MemoryRecords(MemoryStore, DeletionJobs, AuditLog, Protocol):
+    """The three as one adapter: a delete commits its tombstone, its job and its log entry
+    in one transaction, so they cannot live in separate stores."""

@@ -84,8 +84,13 @@ class Database:
     def _connection(self) -> sqlite3.Connection:
         conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
         if conn is None:
+            # Each thread uses only its own connection; ``check_same_thread`` is off so
+            # that ``close()`` may close them all from the thread that stops the store.
             conn = sqlite3.connect(
-                self.path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000
+                self.path,
+                isolation_level=None,
+                timeout=BUSY_TIMEOUT_MS / 1000,
+                check_same_thread=False,
             )
             conn.row_factory = sqlite3.Row
             conn.execute("PRAGMA journal_mode=WAL")
@@ -103,10 +108,7 @@ class Database:
     def close(self) -> None:
         with self._all_lock:
             for conn in self._all:
-                try:
-                    conn.close()
-                except sqlite3.ProgrammingError:  # owned by another thread, already gone
-                    pass
+                conn.close()
             self._all.clear()
         self._local = threading.local()
 
@@ -260,7 +262,8 @@ class OutboxFeed:
                 "SELECT position FROM feed_cursor WHERE consumer = ?", (consumer,)
             ).fetchone()
             after = int(row[0]) if row else 0
-            return int(conn.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?", (after,)).fetchone()[0])
+            row = conn.execute("SELECT COUNT(*) FROM outbox WHERE seq > ?", (after,)).fetchone()
+            return int(row[0])
 
 
 def _mapped(err: sqlite3.OperationalError) -> Exception:

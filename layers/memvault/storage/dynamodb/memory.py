@@ -1,158 +1,66 @@
-"""The memory table and its companions (idempotency, audit, deletions) as domain operations.
+"""The memory store on DynamoDB: the memory table and its companions (idempotency,
+audit, deletions), behind ``MemoryStore``, ``DeletionJobs`` and ``AuditLog``.
 
 Each write that changes what may be read is one DynamoDB transaction, so that a crash
-at any point leaves either all of it or none of it.
+at any point leaves either all of it or none of it. Key layout: ``storage/keys.py``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
 from memvault.models.memory import (
-    CopyEvent,
     CopyState,
-    CopyStatus,
     DeletionJob,
-    DeletionScope,
     DeletionState,
-    IndexStatus,
     Memory,
-    MemoryKind,
     MemoryStatus,
-    Sensitivity,
-    Source,
-    SourceType,
 )
 from memvault.storage import keys
 from memvault.storage.artifact_refs import add_reference
+from memvault.storage.codec import job_from_item, job_to_item, memory_from_item, memory_to_item
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
+from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import (
+    LIVE,
+    TOMBSTONED,
+    AuditEvent,
+    Chain,
+    DeletionLogEntry,
+    IdempotencyRecord,
+    ListFilter,
+    NewVersion,
+    StoredVersion,
+)
 
-LIVE = "live"
-TOMBSTONED = "deleted"
-
-
-# ----------------------------------------------------------------------------- records
-
-
-@dataclass(frozen=True)
-class Chain:
-    """Head of a version chain: the compare-and-set point and the tombstone."""
-
-    chain_id: str
-    state: str
-    current_memory_id: str
-    current_version: int
-    versions: list[str]
-    pointer_sk: str | None
-    subject_epoch: int
-    deletion_id: str | None
-    #: The chain's TTL: never earlier than its longest-lived version's expiry.
-    ttl: int | None = None
-    #: Every artifact any version of the chain referenced.
-    artifact_ids: tuple[str, ...] = ()
-
-    @property
-    def live(self) -> bool:
-        return self.state == LIVE
+#: What each labelled transaction item's failed condition means.
+_CAUSES = {
+    "idempotency": Conflict.IDEMPOTENCY,
+    "chain": Conflict.VERSION,
+    "pointer": Conflict.POINTER,
+    "previous": Conflict.PREVIOUS,
+    "epoch": Conflict.EPOCH,
+    "artifact": Conflict.ARTIFACT,
+    "version": Conflict.EXISTS,
+    "current": Conflict.ABSENT,
+    "job": Conflict.EXISTS,
+    "log": Conflict.EXISTS,
+}
 
 
-@dataclass(frozen=True)
-class IdempotencyRecord:
-    request_id: str
-    payload_hash: str
-    memory_id: str
+def _transact(db: Dynamo, tx: Tx) -> None:
+    try:
+        db.transact(tx)
+    except TransactionConflict as err:
+        causes = (_CAUSES.get(label, Conflict.STATE) for label in err.failed)
+        raise ConditionFailed(*causes) from err
 
 
-@dataclass(frozen=True)
-class AuditEvent:
-    """Ids and counts only: the audit trail never holds memory content."""
-
-    event_id: str
-    at: datetime
-    action: str
-    actor: str
-    tenant_id: str
-    subject_id: str
-    memory_id: str | None = None
-    chain_id: str | None = None
-    version: int | None = None
-    deletion_id: str | None = None
-    request_id: str | None = None
-
-
-def memory_to_item(m: Memory) -> dict[str, Any]:
-    return {
-        "pk": keys.subject_pk(m.tenant_id, m.subject_id),
-        "sk": keys.version_sk(m.memory_id),
-        "type": "memory",
-        "memory_id": m.memory_id,
-        "tenant_id": m.tenant_id,
-        "subject_id": m.subject_id,
-        "chain_id": m.chain_id,
-        "kind": m.kind.value,
-        "canonical_key": m.canonical_key,
-        "content": m.content,
-        "tags": list(m.tags),
-        "scope": dict(m.scope),
-        "source_type": m.source.type.value,
-        "source_ref": m.source.ref,
-        "sensitivity": m.sensitivity.value,
-        "consent": m.consent,
-        "confidence": m.confidence,
-        "visibility": list(m.visibility),
-        "status": m.status.value,
-        "version": m.version,
-        "valid_from": iso(m.valid_from),
-        "expires_at": iso(m.expires_at),
-        # Native TTL: DynamoDB removes the item some time after this (often days).
-        "ttl": int(m.expires_at.timestamp()),
-        "supersedes_id": m.supersedes_id,
-        "content_hash": m.content_hash,
-        "index_status": m.index_status.value,
-        "embedding_model": m.embedding_model,
-        "artifact_id": m.artifact_id,
-        "request_id": m.request_id,
-        "created_by": m.created_by,
-        "created_at": iso(m.created_at),
-        "updated_at": iso(m.updated_at),
-        "subject_epoch": m.subject_epoch,
-    }
-
-
-def memory_from_item(item: dict[str, Any]) -> Memory:
-    return Memory(
-        memory_id=item["memory_id"],
-        tenant_id=item["tenant_id"],
-        subject_id=item["subject_id"],
-        chain_id=item["chain_id"],
-        kind=MemoryKind(item["kind"]),
-        canonical_key=item.get("canonical_key"),
-        content=item["content"],
-        tags=item.get("tags", []),
-        scope=item.get("scope", {}),
-        source=Source(type=SourceType(item["source_type"]), ref=item.get("source_ref")),
-        sensitivity=Sensitivity(item["sensitivity"]),
-        consent=item["consent"],
-        confidence=item.get("confidence"),
-        visibility=item.get("visibility", []),
-        status=MemoryStatus(item["status"]),
-        version=item["version"],
-        valid_from=parse_iso(item["valid_from"]),
-        expires_at=parse_iso(item["expires_at"]),
-        supersedes_id=item.get("supersedes_id"),
-        content_hash=item["content_hash"],
-        index_status=IndexStatus(item["index_status"]),
-        embedding_model=item.get("embedding_model"),
-        artifact_id=item.get("artifact_id"),
-        request_id=item.get("request_id"),
-        created_by=item["created_by"],
-        created_at=parse_iso(item["created_at"]),
-        updated_at=parse_iso(item["updated_at"]),
-        subject_epoch=item.get("subject_epoch", 0),
-    )
+def _pointer_sk(fact: str | None) -> str | None:
+    return f"{keys.POINTER_PREFIX}{fact}" if fact else None
 
 
 def chain_from_item(item: dict[str, Any]) -> Chain:
@@ -162,7 +70,7 @@ def chain_from_item(item: dict[str, Any]) -> Chain:
         current_memory_id=item["current_memory_id"],
         current_version=item["current_version"],
         versions=item.get("versions", []),
-        pointer_sk=item.get("pointer_sk"),
+        fact=(item.get("pointer_sk") or "").removeprefix(keys.POINTER_PREFIX) or None,
         subject_epoch=item.get("subject_epoch", 0),
         deletion_id=item.get("deletion_id"),
         ttl=item.get("ttl"),
@@ -170,97 +78,27 @@ def chain_from_item(item: dict[str, Any]) -> Chain:
     )
 
 
-def job_to_item(job: DeletionJob) -> dict[str, Any]:
-    return {
-        "pk": keys.deletion_pk(job.tenant_id, job.deletion_id),
-        "sk": keys.JOB_SK,
-        "deletion_id": job.deletion_id,
-        "tenant_id": job.tenant_id,
-        "subject_id": job.subject_id,
-        "scope": job.scope.value,
-        "target": job.target,
-        "status": job.status.value,
-        "requested_by": job.requested_by,
-        "requested_at": iso(job.requested_at),
-        "completed_at": iso(job.completed_at) if job.completed_at else None,
-        "copies": {
-            c.name: {
-                "status": c.status.value,
-                "updated_at": iso(c.updated_at),
-                "reason": c.reason,
-                "attempts": c.attempts,
-                "history": [
-                    {"status": e.status.value, "at": iso(e.at), "reason": e.reason}
-                    for e in c.history
-                ],
-            }
-            for c in job.copies
-        },
-    }
+class DynamoMemoryStore:
+    """``MemoryStore``, ``DeletionJobs`` and ``AuditLog`` on the DynamoDB tables."""
 
-
-def job_from_item(item: dict[str, Any]) -> DeletionJob:
-    copies = [
-        CopyStatus(
-            name=name,
-            status=CopyState(c["status"]),
-            updated_at=parse_iso(c["updated_at"]),
-            reason=c.get("reason"),
-            attempts=int(c.get("attempts", 0)),
-            history=[
-                CopyEvent(
-                    status=CopyState(e["status"]), at=parse_iso(e["at"]), reason=e.get("reason")
-                )
-                for e in c.get("history", [])
-            ],
-        )
-        for name, c in sorted(item.get("copies", {}).items())
-    ]
-    return DeletionJob(
-        deletion_id=item["deletion_id"],
-        tenant_id=item["tenant_id"],
-        subject_id=item["subject_id"],
-        scope=DeletionScope(item["scope"]),
-        target=item["target"],
-        status=DeletionState(item["status"]),
-        requested_by=item["requested_by"],
-        requested_at=parse_iso(item["requested_at"]),
-        completed_at=parse_iso(item["completed_at"]) if item.get("completed_at") else None,
-        copies=copies,
-    )
-
-
-# ------------------------------------------------------------------------- repository
-
-
-@dataclass(frozen=True)
-class NewVersion:
-    """Everything one version write commits, atomically."""
-
-    memory: Memory
-    #: The chain's current version before this write; ``None`` starts a new chain.
-    expected_version: int | None
-    previous: Memory | None
-    #: Canonical pointer to claim: its sort key and the chain it must point to now (or None).
-    pointer_sk: str | None
-    pointer_expected_chain: str | None
-    idempotency: IdempotencyRecord | None
-    idempotency_expires_at: datetime | None
-    audit: AuditEvent
-    audit_expires_at: datetime
-    #: When the chain began earlier: its TTL so far (the new one is never earlier).
-    chain_ttl: int | None = None
-
-    @property
-    def head_ttl(self) -> int:
-        """Chain head and pointer live as long as the longest-lived version, so that no
-        version is ever left without its chain (reads and deletes go through it)."""
-        return max(int(self.memory.expires_at.timestamp()), self.chain_ttl or 0)
-
-
-class MemoryRepository:
     def __init__(self, dynamo: Dynamo) -> None:
         self.db = dynamo
+
+    @staticmethod
+    def _version_item(m: Memory) -> dict[str, Any]:
+        return {
+            "pk": keys.subject_pk(m.tenant_id, m.subject_id),
+            "sk": keys.version_sk(m.memory_id),
+            **memory_to_item(m),
+        }
+
+    @staticmethod
+    def _job_item(job: DeletionJob) -> dict[str, Any]:
+        return {
+            "pk": keys.deletion_pk(job.tenant_id, job.deletion_id),
+            "sk": keys.JOB_SK,
+            **job_to_item(job),
+        }
 
     # -- reads
 
@@ -301,9 +139,53 @@ class MemoryRepository:
         )
         return chain_from_item(item) if item else None
 
-    def pointer(self, tenant_id: str, subject_id: str, pointer_sk: str) -> str | None:
-        item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), pointer_sk)
+    def pointer(self, tenant_id: str, subject_id: str, fact: str) -> str | None:
+        item = self.db.get(
+            "memory", keys.subject_pk(tenant_id, subject_id), f"{keys.POINTER_PREFIX}{fact}"
+        )
         return str(item["chain_id"]) if item else None
+
+    def pointers(self, tenant_id: str, subject_id: str, facts: Sequence[str]) -> list[str]:
+        pk = keys.subject_pk(tenant_id, subject_id)
+        wanted = [(pk, f"{keys.POINTER_PREFIX}{f}") for f in facts]
+        return [str(i["chain_id"]) for i in self.db.get_many("memory", wanted)]
+
+    def revalidation(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        memory_ids: Sequence[str],
+        chain_ids: Sequence[str],
+    ) -> tuple[int, dict[str, StoredVersion], list[Chain]]:
+        """One batch read: the subject's epoch, versions and chain heads."""
+        pk = keys.subject_pk(tenant_id, subject_id)
+        wanted = [(pk, keys.SUBJECT_META_SK)]
+        wanted += [(pk, keys.version_sk(m)) for m in memory_ids]
+        wanted += [(pk, keys.chain_sk(c)) for c in chain_ids]
+        epoch = 0
+        versions: dict[str, StoredVersion] = {}
+        chains: list[Chain] = []
+        for item in self.db.get_many("memory", wanted):
+            sk = str(item["sk"])
+            if sk == keys.SUBJECT_META_SK:
+                epoch = int(item["epoch"])
+            elif sk.startswith(keys.CHAIN_PREFIX):
+                chains.append(chain_from_item(item))
+            else:
+                versions[str(item["memory_id"])] = StoredVersion(
+                    memory_id=str(item["memory_id"]),
+                    chain_id=str(item["chain_id"]),
+                    memory=memory_from_item(item) if item.get("type") == "memory" else None,
+                    superseded_by=item.get("superseded_by"),
+                )
+        return epoch, versions, chains
+
+    def subject_version_ids(self, tenant_id: str, subject_id: str) -> list[tuple[str, str]]:
+        pk = keys.subject_pk(tenant_id, subject_id)
+        return [
+            (str(i["memory_id"]), str(i["chain_id"]))
+            for i in self.db.query_all("memory", pk, keys.VERSION_PREFIX)
+        ]
 
     def idempotency(
         self, tenant_id: str, subject_id: str, request_id: str
@@ -321,43 +203,43 @@ class MemoryRepository:
         subject_id: str,
         *,
         now: datetime,
-        statuses: list[str],
-        kind: str | None,
-        canonical_key: str | None,
-        tag: str | None,
-        start_sk: str | None,
+        where: ListFilter,
+        cursor: str | None,
         page_size: int,
     ) -> tuple[list[Memory], str | None]:
-        """One page of current versions; the caller still applies the read checks."""
+        """One page of unexpired versions in the statuses asked for; the cursor is the
+        memory id the previous page stopped after."""
         names = {"#status": "status", "#ttl": "ttl"}
         values: dict[str, Any] = {":now": int(now.timestamp())}
         clauses = ["#ttl > :now"]
         status_keys = []
-        for i, status in enumerate(statuses):
+        for i, status in enumerate(where.statuses):
             values[f":s{i}"] = status
             status_keys.append(f":s{i}")
         clauses.append(f"#status IN ({', '.join(status_keys)})")
-        if kind:
+        if where.kind:
             names["#kind"] = "kind"
-            values[":kind"] = kind
+            values[":kind"] = where.kind
             clauses.append("#kind = :kind")
-        if canonical_key:
-            values[":ckey"] = canonical_key
+        if where.canonical_key:
+            values[":ckey"] = where.canonical_key
             clauses.append("canonical_key = :ckey")
-        if tag:
-            values[":tag"] = tag
+        if where.tag:
+            values[":tag"] = where.tag
             clauses.append("contains(tags, :tag)")
         items, last = self.db.query(
             "memory",
             keys.subject_pk(tenant_id, subject_id),
             keys.VERSION_PREFIX,
-            start_sk=start_sk,
+            start_sk=keys.version_sk(cursor) if cursor else None,
             limit=page_size,
             filter_expression=" AND ".join(clauses),
             names=names,
             values=values,
         )
-        return [memory_from_item(i) for i in items], last
+        return [memory_from_item(i) for i in items], (
+            last.removeprefix(keys.VERSION_PREFIX) if last else None
+        )
 
     def subject_items(self, tenant_id: str, subject_id: str) -> tuple[list[Memory], list[Chain]]:
         """Every version and chain head of a subject (export, forget)."""
@@ -370,14 +252,23 @@ class MemoryRepository:
         chains = [chain_from_item(i) for i in self.db.query_all("memory", pk, keys.CHAIN_PREFIX)]
         return versions, chains
 
+    def rebuild_records(self, tenant_id: str | None = None) -> Iterator[dict[str, Any]]:
+        """The memory table scanned page by page (a large table streams, never loads)."""
+        prefix = f"{tenant_id}#" if tenant_id is not None else ""
+        for item in self.db.scan_prefix("memory", prefix):
+            if item.get("type") == "chain":
+                owner, _, subject = str(item["pk"]).partition("#")
+                yield {**item, "tenant_id": owner, "subject_id": subject}
+            else:
+                yield item
+
     # -- writes
 
     def commit_version(self, new: NewVersion) -> None:
         """Idempotency record, new version, chain head (CAS), pointer (CAS), old version
         superseded, subject epoch unchanged, audit event: all or nothing.
 
-        Raises ``TransactionConflict`` naming what failed: ``idempotency``, ``chain``,
-        ``pointer``, ``previous`` or ``epoch``.
+        Raises ``ConditionFailed`` naming what failed.
         """
         m = new.memory
         pk = keys.subject_pk(m.tenant_id, m.subject_id)
@@ -410,7 +301,7 @@ class MemoryRepository:
             {
                 "Put": {
                     "TableName": table,
-                    "Item": to_item(memory_to_item(m)),
+                    "Item": to_item(self._version_item(m)),
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
@@ -432,7 +323,7 @@ class MemoryRepository:
                                 "current_memory_id": m.memory_id,
                                 "current_version": m.version,
                                 "versions": [m.memory_id],
-                                "pointer_sk": new.pointer_sk,
+                                "pointer_sk": _pointer_sk(new.fact),
                                 "artifact_ids": {m.artifact_id} if m.artifact_id else None,
                                 "subject_epoch": m.subject_epoch,
                                 "created_at": iso(m.created_at),
@@ -474,19 +365,19 @@ class MemoryRepository:
                 update = tx.items[-1]["Update"]
                 update["UpdateExpression"] += " ADD artifact_ids :aid"
                 update["ExpressionAttributeValues"][":aid"] = {"SS": [m.artifact_id]}
-        if new.pointer_sk is not None:
+        if new.fact is not None:
             pointer_item = to_item(
                 {
                     "pk": pk,
-                    "sk": new.pointer_sk,
+                    "sk": _pointer_sk(new.fact),
                     "type": "pointer",
                     "chain_id": m.chain_id,
                     "ttl": ttl,
                 }
             )
-            if new.pointer_expected_chain is None:
+            if new.fact_expected_chain is None:
                 cond: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
-            elif new.pointer_expected_chain == m.chain_id:
+            elif new.fact_expected_chain == m.chain_id:
                 # Same chain (a correction): refresh the pointer's TTL, keep it ours.
                 cond = {
                     "ConditionExpression": "attribute_not_exists(pk) OR chain_id = :old",
@@ -495,7 +386,7 @@ class MemoryRepository:
             else:
                 cond = {
                     "ConditionExpression": "chain_id = :old",
-                    "ExpressionAttributeValues": {":old": to_attr(new.pointer_expected_chain)},
+                    "ExpressionAttributeValues": {":old": to_attr(new.fact_expected_chain)},
                 }
             tx.add("pointer", {"Put": {"TableName": table, "Item": pointer_item, **cond}})
         if new.previous is not None:
@@ -535,7 +426,7 @@ class MemoryRepository:
             )
         tx.add("epoch", self._epoch_check(pk, m.subject_epoch))
         tx.add("audit", self._audit_put(new.audit, new.audit_expires_at))
-        self.db.transact(tx)
+        _transact(self.db, tx)
 
     def _epoch_check(self, pk: str, epoch: int) -> dict[str, Any]:
         check: dict[str, Any] = {
@@ -657,7 +548,7 @@ class MemoryRepository:
                 }
             },
         )
-        if release_pointer and chain.pointer_sk:
+        if release_pointer and chain.fact:
             # The caller saw the pointer name this chain; if a newer chain took it since,
             # the transaction fails and the caller re-reads.
             tx.add(
@@ -665,7 +556,7 @@ class MemoryRepository:
                 {
                     "Delete": {
                         "TableName": table,
-                        "Key": key(pk, chain.pointer_sk),
+                        "Key": key(pk, f"{keys.POINTER_PREFIX}{chain.fact}"),
                         "ConditionExpression": "chain_id = :cid",
                         "ExpressionAttributeValues": {":cid": to_attr(chain.chain_id)},
                     }
@@ -677,7 +568,7 @@ class MemoryRepository:
                 {
                     "Put": {
                         "TableName": self.db.names["deletions"],
-                        "Item": to_item(job_to_item(job)),
+                        "Item": to_item(self._job_item(job)),
                         "ConditionExpression": "attribute_not_exists(pk)",
                     }
                 },
@@ -686,7 +577,7 @@ class MemoryRepository:
         if audit is not None:
             assert audit_expires_at is not None
             tx.add("audit", self._audit_put(audit, audit_expires_at))
-        self.db.transact(tx)
+        _transact(self.db, tx)
 
     def retire_subject_epoch(
         self,
@@ -726,14 +617,33 @@ class MemoryRepository:
             {
                 "Put": {
                     "TableName": self.db.names["deletions"],
-                    "Item": to_item(job_to_item(job)),
+                    "Item": to_item(self._job_item(job)),
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
         )
         tx.add("log", self._deletion_log_put(job))
         tx.add("audit", self._audit_put(audit, audit_expires_at))
-        self.db.transact(tx)
+        _transact(self.db, tx)
+
+    def raise_epoch(self, tenant_id: str, subject_id: str, above: int, deletion_id: str) -> None:
+        try:
+            self.db.update(
+                "memory",
+                keys.subject_pk(tenant_id, subject_id),
+                keys.SUBJECT_META_SK,
+                "SET epoch = :next, deletion_id = :did, #type = :type",
+                names={"#type": "type"},
+                values={
+                    ":next": above + 1,
+                    ":retired": above,
+                    ":did": deletion_id,
+                    ":type": "subject",
+                },
+                condition="attribute_not_exists(epoch) OR epoch <= :retired",
+            )
+        except TransactionConflict:
+            return  # already past it
 
     def purge_version(
         self,
@@ -846,3 +756,88 @@ class MemoryRepository:
             names={"#status": "status"},
             values={":s": state.value, ":c": completed, ":now": iso(at)},
         )
+
+    def put_job(self, job: DeletionJob) -> None:
+        self.db.put("deletions", self._job_item(job))
+
+    # -- index status
+
+    def record_index_status(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        memory_id: str,
+        *,
+        status: str,
+        version: int,
+        indexed_version: int,
+        embedding_model: str,
+        at: datetime,
+        index_status: str,
+    ) -> bool:
+        try:
+            self.db.update(
+                "memory",
+                keys.subject_pk(tenant_id, subject_id),
+                keys.version_sk(memory_id),
+                "SET index_status = :s, indexed_version = :v, embedding_model = :m, "
+                "indexed_at = :now",
+                names={"#status": "status"},
+                values={
+                    ":s": index_status,
+                    ":v": indexed_version,
+                    ":m": embedding_model,
+                    ":now": iso(at),
+                    ":status": status,
+                    ":version": version,
+                },
+                condition="#status = :status AND version = :version "
+                "AND (attribute_not_exists(indexed_version) OR indexed_version <= :v)",
+            )
+        except TransactionConflict:
+            return False
+        return True
+
+    # -- audit
+
+    def events(self, tenant_id: str, subject_id: str) -> list[AuditEvent]:
+        return [
+            AuditEvent(
+                event_id=i["event_id"],
+                at=parse_iso(i["at"]),
+                action=i["action"],
+                actor=i["actor"],
+                tenant_id=i["tenant_id"],
+                subject_id=i["subject_id"],
+                memory_id=i.get("memory_id"),
+                chain_id=i.get("chain_id"),
+                version=i.get("version"),
+                deletion_id=i.get("deletion_id"),
+                request_id=i.get("request_id"),
+            )
+            for i in self.db.query_all("audit", keys.subject_pk(tenant_id, subject_id), "")
+        ]
+
+    def deletion_log(self, tenant_id: str | None) -> list[DeletionLogEntry]:
+        """The deletion log (ids only, no expiry), oldest first, for one tenant or all."""
+        if tenant_id is not None:
+            items = list(self.db.query_all("audit", keys.deletion_log_pk(tenant_id), ""))
+        else:
+            items = [
+                i
+                for i in self.db.scan_prefix("audit", "")
+                if str(i["pk"]).endswith(keys.deletion_log_pk(""))
+            ]
+        entries = [
+            DeletionLogEntry(
+                deletion_id=i["deletion_id"],
+                tenant_id=i["tenant_id"],
+                subject_id=i["subject_id"],
+                scope=i["scope"],
+                target=i["target"],
+                requested_by=i["requested_by"],
+                requested_at=parse_iso(i["requested_at"]),
+            )
+            for i in items
+        ]
+        return sorted(entries, key=lambda e: (e.requested_at, e.deletion_id))
