@@ -29,8 +29,8 @@ from memvault.models.memory import MemoryPatch
 from memvault.search.backend import OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_item
 from memvault.search.embedded import EmbeddedIndex
-from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamo import Dynamo, from_item
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.wiring import table_names
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig

@@ -297,9 +297,9 @@ def _copy_table(client: Any, source: str, target: str) -> None:
 def make_rig_index(rig: RecallRig, table: str) -> Any:
     from memvault.indexing.indexer import Indexer
     from memvault.indexing.rebuild import rebuild
-    from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.search.embedded import EmbeddedIndex
     from memvault.storage.dynamo import Dynamo
+    from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.wiring import table_names
 
     index = EmbeddedIndex(f"rebuilt-{uuid.uuid4().hex[:6]}")
