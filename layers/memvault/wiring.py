@@ -30,6 +30,7 @@ from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.sessions import DynamoSessionStore
 from memvault.storage.memory_repo import MemoryRepository
 from memvault.storage.tables import ALL_TABLES, physical_name
 
@@ -124,7 +125,7 @@ def build_services(
     search = search or search_index(settings, embedder)
     runner = PurgeRunner(repo, clock, default_steps(repo, clock, artifacts, search))
     memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
-    sessions = SessionService(db, settings, clock)
+    sessions = SessionService(DynamoSessionStore(db), settings, clock)
     runs = RunService(db, settings, clock)
     recall = RecallService(repo, search, embedder, settings, clock)
     context = ContextAssembler(

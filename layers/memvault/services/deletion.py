@@ -22,7 +22,9 @@ from memvault.purge.pipeline import PURGE_PIPELINE, PipelineStep
 from memvault.search.backend import FAILED, SearchIndex
 from memvault.search.documents import IndexOp, Stage
 from memvault.storage.dynamo import Dynamo, TransactionConflict
+from memvault.storage.dynamodb.sessions import DynamoSessionStore
 from memvault.storage.memory_repo import Chain, MemoryRepository
+from memvault.storage.ports.sessions import SessionStore
 
 #: Copies a new job starts with, and the state each starts in: every pipeline step's
 #: copy, and the copies that never hold content.
@@ -246,16 +248,14 @@ class SessionsStep:
 
     copy = "sessions"
 
-    def __init__(self, db: Dynamo) -> None:
-        self.db = db
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
 
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "sessions are not in a memory's scope")
-        prefix = f"{job.tenant_id}#{job.subject_id}#"
-        doomed = [(i["pk"], i["sk"]) for i in self.db.scan_prefix("sessions", prefix)]
-        self.db.delete_many("sessions", doomed)
-        return StepResult(CopyState.DONE, f"{len(doomed)} session item(s) deleted", len(doomed))
+        removed = self.store.forget_subject(job.tenant_id, job.subject_id)
+        return StepResult(CopyState.DONE, f"{removed} session item(s) deleted", removed)
 
 
 class RunsStep:
@@ -294,7 +294,7 @@ def default_steps(
         "versions": VersionsStep(repo, clock),
         "index": IndexStep(repo, index),
         "cache": CacheStep(),
-        "sessions": SessionsStep(repo.db),
+        "sessions": SessionsStep(DynamoSessionStore(repo.db)),
         "runs": RunsStep(repo.db),
     }
     return [handlers[step.copy] for step in PURGE_PIPELINE]
