@@ -40,6 +40,11 @@ class Settings(BaseSettings):
     #: Table names are ``<table_prefix><name>`` (``memvault-memory`` by default).
     table_prefix: str = Field(default="memvault-", pattern=r"^[A-Za-z0-9_.-]{0,200}$")
     aws_region: str = "us-east-1"
+    #: Where the source of truth lives: ``dynamodb`` (the tables a CDK deployment made;
+    #: what AWS runs) or ``sqlite`` (local mode: one file under ``data_dir``).
+    store: Literal["dynamodb", "sqlite"] = "dynamodb"
+    #: Local mode's data folder: the database file, encrypted objects, the index.
+    data_dir: str | None = None
     #: Another DynamoDB-compatible endpoint (the local stack, DynamoDB Local); unset on AWS.
     dynamodb_endpoint: str | None = None
 

@@ -31,6 +31,7 @@ from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage.stores import Stores, dynamodb_stores, sqlite_stores
 from memvault.storage.tables import ALL_TABLES, physical_name
 
 
@@ -82,6 +83,13 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
     )
 
 
+def build_stores(settings: Settings, client: Any = None) -> Stores:
+    """The configured backend's stores (``MEMVAULT_STORE``)."""
+    if settings.store == "sqlite":
+        return sqlite_stores(settings, client)
+    return dynamodb_stores(settings, client or dynamodb_client(settings))
+
+
 @dataclass(frozen=True)
 class Services:
     memory: MemoryService
@@ -91,6 +99,7 @@ class Services:
     artifacts: ArtifactService
     recall: RecallService
     purge: PurgeRunner
+    stores: Stores
 
 
 def build_services(
@@ -103,12 +112,14 @@ def build_services(
     keys: TenantKeys | None = None,
     search: SearchIndex | None = None,
     embedder: Embedder | None = None,
+    stores: Stores | None = None,
 ) -> Services:
     settings = settings or get_settings()
     clock = clock or SystemClock()
     ids = ids or RandomIds()
-    db = Dynamo(client or dynamodb_client(settings), table_names(settings))
-    repo = DynamoMemoryStore(db)
+    stores = stores or build_stores(settings, client)
+    db = stores.dynamo
+    repo = stores.memory
     artifacts = ArtifactService(
         db,
         s3
@@ -122,9 +133,11 @@ def build_services(
     )
     embedder = embedder or embedder_from_settings(settings)
     search = search or search_index(settings, embedder)
-    runner = PurgeRunner(repo, clock, default_steps(repo, clock, artifacts, search))
+    runner = PurgeRunner(
+        repo, clock, default_steps(repo, clock, artifacts, search, sessions=stores.sessions)
+    )
     memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
-    sessions = SessionService(db, settings, clock)
+    sessions = SessionService(stores.sessions, settings, clock)
     runs = RunService(db, settings, clock)
     recall = RecallService(repo, search, embedder, settings, clock)
     context = ContextAssembler(
@@ -143,6 +156,7 @@ def build_services(
         artifacts=artifacts,
         recall=recall,
         purge=runner,
+        stores=stores,
     )
 
 

@@ -10,7 +10,8 @@ import pytest
 from memvault.errors import NotFound
 from memvault.models.access import Scope
 from memvault.models.memory import CopyState, DeletionJob, DeletionState
-from memvault.services.deletion import PurgeRunner, StepResult, default_steps
+from memvault.services.deletion import PurgeRunner, StepResult
+from memvault.wiring import Services
 from memvault.services.memory import MemoryService
 from tests.support.harness import a_write, ctx
 from tests.support.scan import all_items, stored_text
@@ -145,12 +146,12 @@ class FailingTimes:
 
 
 def test_a_failed_step_leaves_the_job_failed_with_its_reason_and_resumable(
-    env: tuple[MemoryService, Any, Any], ddb: Any
+    services: Services, env: tuple[MemoryService, Any, Any], ddb: Any
 ) -> None:
     service, _, clock = env
     m = service.write(ctx(), "u-1", a_write(content="to be purged")).memory
     repo = service.repo
-    steps = default_steps(repo, clock, releaser=None)  # type: ignore[arg-type]
+    steps = list(services.purge.handlers.values())
     primary = next(i for i, s in enumerate(steps) if s.copy == "primary")
     # Fails every attempt the retry policy allows (1 + 3 retries), then works.
     steps[primary] = FailingTimes(steps[primary], times=4)

@@ -24,7 +24,7 @@ from memvault.errors import NotFound
 from memvault.models.memory import CopyState, DeletionState
 from memvault.models.recall import RecallRequest
 from memvault.purge.pipeline import PURGE_PIPELINE
-from memvault.services.deletion import PurgeRunner, default_steps
+from memvault.services.deletion import PurgeRunner
 from memvault.storage import keys
 from memvault.storage.tables import MEMORY, create_table_request
 from memvault_local.admin import offboard, restore_replay
@@ -85,7 +85,7 @@ def deferred(rig: RecallRig) -> None:
 
 def runner_with(rig: RecallRig, copy: str, times: int) -> PurgeRunner:
     repo = rig.services.memory.repo
-    steps = default_steps(repo, rig.clock, rig.services.artifacts, rig.index)
+    steps = list(rig.services.purge.handlers.values())
     steps = [Flaky(s, times) if s.copy == copy else s for s in steps]
     return PurgeRunner(repo, rig.clock, steps, sleep=lambda s: None)
 

@@ -24,6 +24,7 @@ from memvault.search.documents import IndexOp, Stage
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.ports.errors import ConditionFailed
 from memvault.storage.ports.memory import Chain, MemoryRecords
+from memvault.storage.ports.sessions import SessionStore
 
 #: Copies a new job starts with, and the state each starts in: every pipeline step's
 #: copy, and the copies that never hold content.
@@ -247,16 +248,14 @@ class SessionsStep:
 
     copy = "sessions"
 
-    def __init__(self, db: Dynamo) -> None:
-        self.db = db
+    def __init__(self, store: SessionStore) -> None:
+        self.store = store
 
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "sessions are not in a memory's scope")
-        prefix = f"{job.tenant_id}#{job.subject_id}#"
-        doomed = [(i["pk"], i["sk"]) for i in self.db.scan_prefix("sessions", prefix)]
-        self.db.delete_many("sessions", doomed)
-        return StepResult(CopyState.DONE, f"{len(doomed)} session item(s) deleted", len(doomed))
+        removed = self.store.forget_subject(job.tenant_id, job.subject_id)
+        return StepResult(CopyState.DONE, f"{removed} session item(s) deleted", removed)
 
 
 class RunsStep:
@@ -287,6 +286,8 @@ def default_steps(
     clock: Clock,
     releaser: ArtifactReleaser,
     index: SearchIndex | None = None,
+    *,
+    sessions: SessionStore,
 ) -> list[PurgeStep]:
     """One handler per pipeline step, in the pipeline's order."""
     handlers: dict[str, PurgeStep] = {
@@ -295,7 +296,7 @@ def default_steps(
         "versions": VersionsStep(repo, clock),
         "index": IndexStep(repo, index),
         "cache": CacheStep(),
-        "sessions": SessionsStep(repo.db),  # type: ignore[attr-defined]
+        "sessions": SessionsStep(sessions),
         "runs": RunsStep(repo.db),  # type: ignore[attr-defined]
     }
     return [handlers[step.copy] for step in PURGE_PIPELINE]

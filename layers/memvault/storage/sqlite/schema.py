@@ -3,7 +3,13 @@ statements; a released migration never changes, a new one is appended."""
 
 from __future__ import annotations
 
-from memvault.storage.sqlite import memory
+from memvault.storage.sqlite import memory, sessions
 from memvault.storage.sqlite.db import OUTBOX_SCHEMA, Migration
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial", (*OUTBOX_SCHEMA, *memory.SCHEMA)),)
+INITIAL: tuple[str, ...] = (
+    *OUTBOX_SCHEMA,
+    *memory.SCHEMA,
+    *sessions.SCHEMA,
+)
+
+MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial", INITIAL),)
