@@ -2,6 +2,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 from moto import mock_aws
@@ -37,9 +38,28 @@ def clock() -> FakeClock:
     return FakeClock()
 
 
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """Domain tests run on both stores; a test that inspects DynamoDB itself (``ddb``) runs
+    on the DynamoDB adapter only."""
+    if "store_backend" in metafunc.fixturenames:
+        stores = ["dynamodb"] if "ddb" in metafunc.fixturenames else ["dynamodb", "sqlite"]
+        metafunc.parametrize("store_backend", stores, indirect=True)
+
+
 @pytest.fixture
-def wired(aws: None, clock: FakeClock) -> tuple[Services, object, FakeClock]:
-    return make_services(clock=clock)
+def store_backend(request: pytest.FixtureRequest) -> str:
+    return str(getattr(request, "param", "dynamodb"))
+
+
+@pytest.fixture
+def wired(
+    aws: None, clock: FakeClock, store_backend: str, tmp_path: Path
+) -> Iterator[tuple[Services, object, FakeClock]]:
+    made = make_services(clock=clock, store=store_backend, data_dir=str(tmp_path / "data"))
+    yield made
+    database = made[0].stores.database
+    if database is not None:
+        database.close()
 
 
 @pytest.fixture

@@ -59,10 +59,19 @@ class SerializedClient:
 
 
 def make_services(
-    prefix: str = "test-", clock: FakeClock | None = None, **settings: Any
+    prefix: str = "test-",
+    clock: FakeClock | None = None,
+    *,
+    store: str = "dynamodb",
+    data_dir: str | None = None,
+    **settings: Any,
 ) -> tuple[Services, Any, FakeClock]:
-    """Create the tables (inside an active ``mock_aws``) and the services over them."""
+    """The services over a store: DynamoDB tables on moto (inside an active ``mock_aws``)
+    or, with ``store="sqlite"``, the embedded store's file under ``data_dir``."""
     client = SerializedClient(boto3.client("dynamodb", region_name="us-east-1"))
+    if store == "sqlite":
+        assert data_dir is not None, "the embedded store needs a data folder"
+        settings = {"store": "sqlite", "data_dir": data_dir, **settings}
     cfg = Settings(table_prefix=prefix, artifacts_bucket=f"{prefix}artifacts", **settings)
     create_tables(client, prefix)
     s3 = boto3.client("s3", region_name="us-east-1", config=Config(signature_version="s3v4"))

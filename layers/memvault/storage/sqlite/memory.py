@@ -938,3 +938,64 @@ def _audit(conn: sqlite3.Connection, event: AuditEvent, expires_at: datetime) ->
             int(expires_at.timestamp()),
         ),
     )
+
+
+def invariant_violations(db: Database, now_epoch: int) -> list[str]:
+    """What ``memvault doctor`` reports of the store itself, one readable line each."""
+    out: list[str] = []
+    with db.read() as conn:
+        for r in conn.execute(
+            "SELECT c.tenant_id, c.subject_id, c.chain_id, c.current_memory_id, "
+            "c.current_version, v.status, v.version, v.type FROM memory_chains c "
+            "LEFT JOIN memory_versions v ON v.tenant_id = c.tenant_id "
+            "AND v.subject_id = c.subject_id AND v.memory_id = c.current_memory_id "
+            "WHERE c.state = ?",
+            (LIVE,),
+        ):
+            where = f"{r['tenant_id']}/{r['subject_id']} chain {r['chain_id']}"
+            if r["type"] is None:
+                out.append(f"{where}: its current version {r['current_memory_id']} is missing")
+            elif r["type"] != "memory" or r["status"] not in ("active", "candidate"):
+                out.append(
+                    f"{where}: the chain is live but its current version "
+                    f"{r['current_memory_id']} is {r['status']}"
+                )
+            elif r["version"] != r["current_version"]:
+                out.append(
+                    f"{where}: head says version {r['current_version']}, "
+                    f"its current row holds {r['version']}"
+                )
+        for r in conn.execute(
+            "SELECT tenant_id, subject_id, chain_id, COUNT(*) AS n FROM memory_versions "
+            "WHERE type = 'memory' AND status IN ('active', 'candidate') "
+            "GROUP BY tenant_id, subject_id, chain_id HAVING n > 1"
+        ):
+            out.append(
+                f"{r['tenant_id']}/{r['subject_id']} chain {r['chain_id']}: "
+                f"{r['n']} current versions (one expected)"
+            )
+        for r in conn.execute(
+            "SELECT v.tenant_id, v.subject_id, v.chain_id, v.memory_id, v.version, "
+            "c.current_version FROM memory_versions v JOIN memory_chains c "
+            "ON c.tenant_id = v.tenant_id AND c.subject_id = v.subject_id "
+            "AND c.chain_id = v.chain_id WHERE v.version > c.current_version"
+        ):
+            out.append(
+                f"{r['tenant_id']}/{r['subject_id']} version {r['memory_id']}: version "
+                f"{r['version']} is above its chain head's {r['current_version']}"
+            )
+        for r in conn.execute(
+            "SELECT p.tenant_id, p.subject_id, p.fact, p.chain_id, c.state, c.fact AS held "
+            "FROM memory_pointers p LEFT JOIN memory_chains c ON c.tenant_id = p.tenant_id "
+            "AND c.subject_id = p.subject_id AND c.chain_id = p.chain_id "
+            "WHERE p.ttl IS NULL OR p.ttl >= ?",
+            (now_epoch,),
+        ):
+            where = f"{r['tenant_id']}/{r['subject_id']} pointer {r['fact']}"
+            if r["state"] is None:
+                out.append(f"{where}: names chain {r['chain_id']}, which does not exist")
+            elif r["state"] != LIVE:
+                out.append(f"{where}: names chain {r['chain_id']}, which is deleted")
+            elif r["held"] != r["fact"]:
+                out.append(f"{where}: names chain {r['chain_id']}, which holds another fact")
+    return out
