@@ -46,8 +46,10 @@ def index_violations(db: Database, index: SearchIndex) -> list[str]:
     return out
 
 
-def doctor(db: Database, index: SearchIndex | None, out: TextIO) -> int:
-    found = invariant_violations(db, int(time.time()))
+def doctor(
+    db: Database, index: SearchIndex | None, out: TextIO, now_epoch: int | None = None
+) -> int:
+    found = invariant_violations(db, int(time.time()) if now_epoch is None else now_epoch)
     if index is not None:
         found += index_violations(db, index)
     if not found:

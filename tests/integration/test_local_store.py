@@ -1,0 +1,174 @@
+"""Local mode's own machinery on the embedded store: the outbox pump feeding the real
+indexer, ``memvault doctor``, and the resolver made safe for a threaded server."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from memvault.embeddings.hashing import HashingEmbedder
+from memvault.indexing.indexer import BatchOutcome, Indexer
+from memvault.models.recall import RecallRequest
+from memvault.search.embedded import EmbeddedIndex
+from memvault.services.recall import RecallService
+from memvault.storage.ports.changes import Change
+from memvault.storage.sqlite.db import Database, OutboxFeed
+from memvault.wiring import Services
+from memvault_local.doctor import doctor
+from memvault_local.outbox_pump import OutboxPump
+from memvault_local.threads import make_resolver_thread_safe
+from tests.support.api import call, claims, memory_body
+from tests.support.harness import FakeClock, a_write, ctx, make_services
+
+EMBEDDER = HashingEmbedder()
+
+
+@pytest.fixture
+def local(aws: None, tmp_path: Path) -> Any:
+    index = EmbeddedIndex(f"local-{tmp_path.name}--{EMBEDDER.slug}")
+    services, _, clock = make_services(
+        store="sqlite", data_dir=str(tmp_path / "data"), clock=FakeClock()
+    )
+    database: Database = services.stores.database
+    indexer = Indexer(index, EMBEDDER, services.stores.memory, clock)
+    recall = RecallService(services.stores.memory, index, EMBEDDER, services.recall.settings, clock)
+    yield services, database, indexer, index, recall, clock
+    database.close()
+
+
+def test_the_pump_indexes_every_write_and_resumes_from_its_cursor(local: Any) -> None:
+    services, database, indexer, index, recall, _ = local
+    pump = OutboxPump(OutboxFeed(database), indexer, backoff_seconds=0)
+    m = services.memory.write(ctx(), "u-1", a_write(content="Lin prefers green tea")).memory
+
+    # The write, then the indexer's own index-status change (skipped when it comes back).
+    assert pump.drain() == 2
+    found = recall.recall(ctx(), "u-1", RecallRequest(query="green tea"))
+    assert [i.memory.memory_id for i in found.items] == [m.memory_id]
+    # A new pump on the same file (a restart) starts after the cursor: nothing twice.
+    again = OutboxPump(OutboxFeed(database), indexer, backoff_seconds=0)
+    assert again.backlog() == 0 and again.drain() == 0
+
+    services.memory.delete(ctx(), "u-1", m.memory_id)
+    again.drain()
+    assert recall.recall(ctx(), "u-1", RecallRequest(query="green tea")).items == []
+    held = index.get("acme", m.chain_id)
+    assert held is not None and held[1]["doc_type"] == "tombstone"
+
+
+class Failing:
+    """Fails the first change of every batch ``times`` times, then indexes for real."""
+
+    def __init__(self, inner: Indexer, times: int) -> None:
+        self.inner, self.times, self.calls = inner, times, 0
+
+    def process(self, changes: list[Change]) -> BatchOutcome:
+        self.calls += 1
+        if self.times > 0:
+            self.times -= 1
+            return BatchOutcome(failed_sequence_numbers=[changes[0].position])
+        return self.inner.process(changes)
+
+
+def test_a_failing_change_is_retried_then_dropped_by_ids_only(local: Any, tmp_path: Path) -> None:
+    services, database, indexer, *_ = local
+    services.memory.write(ctx(), "u-1", a_write(content="SECRET-LESS marker text"))
+    failures = tmp_path / "failures.jsonl"
+    pump = OutboxPump(
+        OutboxFeed(database),
+        Failing(indexer, 99),
+        max_retries=2,
+        on_failure=failures,
+        backoff_seconds=0,
+    )
+
+    pump.drain()
+
+    assert pump.dropped == 1
+    (entry,) = [json.loads(line) for line in failures.read_text().splitlines()]
+    assert entry["tenant_id"] == "acme" and entry["memory_id"]
+    assert "marker" not in failures.read_text()
+
+
+def test_a_change_that_fails_a_few_times_is_delivered_once_it_works(local: Any) -> None:
+    services, database, indexer, index, *_ = local
+    m = services.memory.write(ctx(), "u-1", a_write(content="Lin likes oolong")).memory
+    handler = Failing(indexer, 2)
+    pump = OutboxPump(OutboxFeed(database), handler, max_retries=5, backoff_seconds=0)
+
+    pump.drain()
+
+    assert handler.calls == 4 and pump.dropped == 0  # 2 failures, the write, its status
+    assert index.get("acme", m.chain_id) is not None
+
+
+def test_doctor_passes_a_healthy_store_and_names_each_broken_invariant(
+    local: Any, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import io
+
+    services, database, indexer, index, _, clock = local
+    now = int(clock.now().timestamp())
+    kept = services.memory.write(ctx(), "u-1", a_write(content="kept")).memory
+    other = services.memory.write(
+        ctx(), "u-1", a_write(request_id="r-2", canonical_key="k2", content="other")
+    ).memory
+    OutboxPump(OutboxFeed(database), indexer, backoff_seconds=0).drain()
+    out = io.StringIO()
+    assert doctor(database, index, out, now) == 0, out.getvalue()
+
+    # Corruption production cannot create, forged to prove the doctor sees it: a live chain
+    # whose current version is marked deleted, and a pointer to a chain that is gone.
+    with database.write() as conn:
+        conn.execute(
+            "UPDATE memory_versions SET status = 'deleted', "
+            "body = json_set(body, '$.status', 'deleted') WHERE memory_id = ?",
+            (kept.memory_id,),
+        )
+        conn.execute("DELETE FROM memory_chains WHERE chain_id = ?", (other.chain_id,))
+    out = io.StringIO()
+
+    assert doctor(database, index, out, now) == 1
+    report = out.getvalue()
+    assert f"current version {kept.memory_id} is deleted" in report
+    assert f"names chain {other.chain_id}, which does not exist" in report
+    assert "no such chain in the store" in report
+
+
+def test_concurrent_requests_on_threads_each_get_their_own_answer(services: Services) -> None:
+    """Powertools keeps the event being resolved on a class; without per-thread state two
+    requests on threads answer with each other's path parameters."""
+    from memvault.api.deps import deps
+
+    make_resolver_thread_safe()
+    deps.use(services)
+    try:
+        subjects = [f"u-{i}" for i in range(12)]
+        for s in subjects:
+            call("POST", f"/v1/subjects/{s}/memories", claims(subject=s), memory_body())
+        barrier = threading.Barrier(len(subjects))
+        seen: dict[str, list[str]] = {}
+
+        def read(s: str) -> None:
+            barrier.wait()
+            answers = [
+                call("GET", f"/v1/subjects/{s}/memories", claims(subject=s)) for _ in range(5)
+            ]
+            seen[s] = [
+                a.body["items"][0]["subject_id"] if a.status == 200 else str(a.status)
+                for a in answers
+            ]
+
+        threads = [threading.Thread(target=read, args=(s,)) for s in subjects]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+    finally:
+        deps.use(None)
+
+    assert seen == {s: [s] * 5 for s in subjects}
