@@ -14,7 +14,7 @@ from memvault.config import Settings, get_settings
 from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
-from memvault.services.artifacts import AliasKeys, ArtifactService, TenantKeys
+from memvault.services.artifacts import ArtifactService
 from memvault.services.context import ContextAssembler, CurrentMemories, RecallOrCurrent
 from memvault.services.deletion import (
     BackgroundPurgeLauncher,
@@ -30,7 +30,9 @@ from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
 from memvault.storage.memory_repo import MemoryRepository
+from memvault.storage.s3.objects import AliasKeys, S3ObjectStore, TenantKeys
 from memvault.storage.tables import ALL_TABLES, physical_name
 
 
@@ -110,12 +112,16 @@ def build_services(
     db = Dynamo(client or dynamodb_client(settings), table_names(settings))
     repo = MemoryRepository(db)
     artifacts = ArtifactService(
-        db,
-        s3
-        or boto3.client(
-            "s3", region_name=settings.aws_region, config=Config(signature_version="s3v4")
+        DynamoArtifactStore(db),
+        S3ObjectStore(
+            s3
+            or boto3.client(
+                "s3", region_name=settings.aws_region, config=Config(signature_version="s3v4")
+            ),
+            settings.artifacts_bucket,
+            keys or AliasKeys(settings.tenant_key_alias_prefix),
         ),
-        keys or AliasKeys(settings.tenant_key_alias_prefix),
+        repo,
         settings,
         clock,
         ids,

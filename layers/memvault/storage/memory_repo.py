@@ -774,6 +774,10 @@ class MemoryRepository:
         item = self.db.get("deletions", keys.deletion_pk(tenant_id, deletion_id), keys.JOB_SK)
         return job_from_item(item) if item else None
 
+    def put_job(self, job: DeletionJob) -> None:
+        """Record a job that commits with no other change (an artifact deletion)."""
+        self.db.put("deletions", job_to_item(job))
+
     def set_copy(
         self,
         tenant_id: str,
