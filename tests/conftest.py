@@ -39,10 +39,11 @@ def clock() -> FakeClock:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """Domain tests run on both stores; a test that inspects DynamoDB itself (``ddb``) runs
-    on the DynamoDB adapter only."""
+    """Domain tests run on both stores; a test that inspects DynamoDB itself (``ddb``) or
+    is about the AWS adapters (marked ``aws``: S3 presigning, KMS) runs on them only."""
     if "store_backend" in metafunc.fixturenames:
-        stores = ["dynamodb"] if "ddb" in metafunc.fixturenames else ["dynamodb", "sqlite"]
+        aws_only = "ddb" in metafunc.fixturenames or metafunc.definition.get_closest_marker("aws")
+        stores = ["dynamodb"] if aws_only else ["dynamodb", "sqlite"]
         metafunc.parametrize("store_backend", stores, indirect=True)
 
 

@@ -45,6 +45,8 @@ class Settings(BaseSettings):
     store: Literal["dynamodb", "sqlite"] = "dynamodb"
     #: Local mode's data folder: the database file, encrypted objects, the index.
     data_dir: str | None = None
+    #: Local mode: where the local server serves signed object URLs (``/_objects/``).
+    local_objects_url: str = "http://127.0.0.1:8787/_objects"
     #: Another DynamoDB-compatible endpoint (the local stack, DynamoDB Local); unset on AWS.
     dynamodb_endpoint: str | None = None
 

@@ -7,14 +7,13 @@ from dataclasses import dataclass
 from typing import Any
 
 import boto3
-from botocore.config import Config
 
 from memvault.clock import Clock, IdSource, RandomIds, SystemClock
 from memvault.config import Settings, get_settings
 from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
-from memvault.services.artifacts import AliasKeys, ArtifactService, TenantKeys
+from memvault.services.artifacts import ArtifactService
 from memvault.services.context import ContextAssembler, CurrentMemories, RecallOrCurrent
 from memvault.services.deletion import (
     BackgroundPurgeLauncher,
@@ -31,6 +30,7 @@ from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage.s3.objects import TenantKeys
 from memvault.storage.stores import Stores, dynamodb_stores, sqlite_stores
 from memvault.storage.tables import ALL_TABLES, physical_name
 
@@ -83,11 +83,13 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
     )
 
 
-def build_stores(settings: Settings, client: Any = None) -> Stores:
+def build_stores(
+    settings: Settings, clock: Clock, client: Any = None, *, s3: Any = None, keys: Any = None
+) -> Stores:
     """The configured backend's stores (``MEMVAULT_STORE``)."""
     if settings.store == "sqlite":
-        return sqlite_stores(settings, client)
-    return dynamodb_stores(settings, client or dynamodb_client(settings))
+        return sqlite_stores(settings, clock, client)
+    return dynamodb_stores(settings, client or dynamodb_client(settings), s3=s3, keys=keys)
 
 
 @dataclass(frozen=True)
@@ -117,20 +119,10 @@ def build_services(
     settings = settings or get_settings()
     clock = clock or SystemClock()
     ids = ids or RandomIds()
-    stores = stores or build_stores(settings, client)
+    stores = stores or build_stores(settings, clock, client, s3=s3, keys=keys)
     db = stores.dynamo
     repo = stores.memory
-    artifacts = ArtifactService(
-        db,
-        s3
-        or boto3.client(
-            "s3", region_name=settings.aws_region, config=Config(signature_version="s3v4")
-        ),
-        keys or AliasKeys(settings.tenant_key_alias_prefix),
-        settings,
-        clock,
-        ids,
-    )
+    artifacts = ArtifactService(stores.artifacts, stores.objects, repo, settings, clock, ids)
     embedder = embedder or embedder_from_settings(settings)
     search = search or search_index(settings, embedder)
     runner = PurgeRunner(

@@ -319,7 +319,7 @@ def offboard(
                 continue
             counts[subject] = counts.get(subject, 0) + (1 if item.get("type") == "memory" else 0)
     plan = OffboardPlan(
-        tenant_id, dict(sorted(counts.items())), services.artifacts.keys.key_for(tenant_id)
+        tenant_id, dict(sorted(counts.items())), services.artifacts.objects.tenant_key(tenant_id)
     )
     out.write(f"tenant {tenant_id}: {len(plan.subjects)} subject(s) to forget\n")
     for subject, memories in plan.subjects.items():

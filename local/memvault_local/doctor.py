@@ -12,8 +12,9 @@ import time
 from typing import Any, TextIO
 
 from memvault.search.backend import SearchIndex
+from memvault.storage.ports.memory import LIVE
 from memvault.storage.sqlite.db import Database
-from memvault.storage.sqlite.memory import LIVE, invariant_violations
+from memvault.storage.sqlite.memory import invariant_violations
 
 
 def index_violations(db: Database, index: SearchIndex) -> list[str]:

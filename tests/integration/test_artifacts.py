@@ -31,6 +31,10 @@ from memvault.services.artifacts import ArtifactService
 from memvault.wiring import Services
 from tests.support.harness import FakeClock, ctx
 
+#: S3 presigning, SSE-KMS and object versions; the embedded object store has its own
+#: tests (tests/integration/test_artifacts_local.py, tests/storage/test_objects_port.py).
+pytestmark = pytest.mark.aws
+
 EVERYTHING = frozenset(Scope) - {Scope.SUBJECTS_ANY}
 DATA = b"tool result: 42 rows, all reconciled\n" * 100
 
@@ -79,7 +83,7 @@ def test_the_object_is_encrypted_with_the_tenants_key(
 ) -> None:
     staged = start(artifacts)
     put(staged.upload, DATA)
-    head = services.artifacts.s3.head_object(
+    head = services.artifacts.objects.s3.head_object(
         Bucket="test-artifacts", Key=f"acme/u-1/{staged.artifact_id}"
     )
     assert head["ServerSideEncryption"] == "aws:kms"
@@ -153,16 +157,14 @@ def test_limits_are_clear_refusals(artifacts: ArtifactService) -> None:
         )
 
 
-def test_a_referenced_artifact_is_not_deleted(artifacts: ArtifactService, ddb: Any) -> None:
-    staged = start(artifacts)
-    ddb.update_item(
-        TableName="test-artifacts",
-        Key={"pk": {"S": "acme#u-1"}, "sk": {"S": f"ART#{staged.artifact_id}"}},
-        UpdateExpression="ADD referenced_by :r",
-        ExpressionAttributeValues={":r": {"SS": ["memory:mem_1"]}},
-    )
+def test_a_referenced_artifact_is_not_deleted(artifacts: ArtifactService) -> None:
+    from tests.support.artifacts import committed_artifact
+
+    artifact_id, _ = committed_artifact(artifacts, me(), "u-1", DATA)
+    artifacts.store.add_reference("acme", "u-1", artifact_id, "memory:chn_1")
     with pytest.raises(ArtifactReferenced):
-        artifacts.delete(me(), "u-1", staged.artifact_id)
+        artifacts.delete(me(), "u-1", artifact_id)
+    assert artifacts.get(me(), "u-1", artifact_id).referenced_by == ["memory:chn_1"]
 
 
 def test_deleting_removes_every_object_version(artifacts: ArtifactService) -> None:
@@ -172,7 +174,7 @@ def test_deleting_removes_every_object_version(artifacts: ArtifactService) -> No
     put(staged.upload, b"second version")
     job = artifacts.delete(me(), "u-1", staged.artifact_id)
     assert job.status.value == "COMPLETED"
-    listing = artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/u-1/")
+    listing = artifacts.objects.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/u-1/")
     assert listing.get("Versions", []) == []
     with pytest.raises(NotFound):
         artifacts.get(me(), "u-1", staged.artifact_id)
@@ -191,13 +193,15 @@ def test_an_orphaned_staged_upload_is_swept(artifacts: ArtifactService, clock: F
     assert artifacts.get(me(), "u-1", kept.artifact_id).state is ArtifactState.COMMITTED
     keys = [
         v["Key"]
-        for v in artifacts.s3.list_object_versions(Bucket="test-artifacts").get("Versions", [])
+        for v in artifacts.objects.s3.list_object_versions(Bucket="test-artifacts").get(
+            "Versions", []
+        )
     ]
     assert keys == [f"acme/u-1/{kept.artifact_id}"]
 
 
 def test_a_tenant_key_refuses_another_tenants_encryption_context(services: Services) -> None:
-    alias = services.artifacts.keys.key_for("acme")
+    alias = services.artifacts.objects.tenant_key("acme")
     kms = boto3.client("kms", region_name="us-east-1")
     blob = kms.encrypt(
         KeyId=alias, Plaintext=b"secret bytes", EncryptionContext={"tenant_id": "acme"}
@@ -244,7 +248,9 @@ def test_a_shared_artifact_lives_until_its_last_reference_is_deleted(
     services.memory.delete(me(), "u-1", second.memory_id)
     with pytest.raises(NotFound):
         services.artifacts.get(me(), "u-1", artifact_id)
-    listing = services.artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/")
+    listing = services.artifacts.objects.s3.list_object_versions(
+        Bucket="test-artifacts", Prefix="acme/"
+    )
     assert listing.get("Versions", []) == []
 
 
@@ -264,24 +270,19 @@ def test_the_sweeper_never_removes_an_artifact_committed_after_its_scan(
 ) -> None:
     staged = start(artifacts)
     put(staged.upload, DATA)
-    real_scan = artifacts.db.client.scan
+    real_listing = artifacts.store.sweepable
 
-    def scan_then_commit(**kwargs: Any) -> Any:
-        page = real_scan(**kwargs)  # sees the row as STAGED and expired...
-        artifacts.db.update(  # ...and the commit lands before the sweeper acts
-            "artifacts",
-            "acme#u-1",
-            f"ART#{staged.artifact_id}",
-            "SET #s = :c, s3_version = :v REMOVE staged_until",
-            names={"#s": "state"},
-            values={":c": "COMMITTED", ":v": "v1"},
+    def listed_then_committed(now: Any) -> Any:
+        rows = list(real_listing(now))  # sees the row as STAGED and expired...
+        artifacts.store.commit(  # ...and the commit lands before the sweeper acts
+            "acme", "u-1", staged.artifact_id, version="v1", at=clock.now(), retain_until=None
         )
-        return page
+        return iter(rows)
 
     clock.advance(days=2)
-    artifacts.db.client.scan = scan_then_commit
+    artifacts.store.sweepable = listed_then_committed  # type: ignore[method-assign]
     assert artifacts.sweep_staged() == 0
-    assert artifacts.s3.list_object_versions(Bucket="test-artifacts").get("Versions")
+    assert artifacts.objects.s3.list_object_versions(Bucket="test-artifacts").get("Versions")
 
 
 def test_forgetting_a_subject_deletes_their_artifacts(services: Services) -> None:
@@ -292,7 +293,9 @@ def test_forgetting_a_subject_deletes_their_artifacts(services: Services) -> Non
     assert {c.name: c.status.value for c in job.copies}["artifacts"] == "DONE"
     with pytest.raises(NotFound):
         services.artifacts.get(me(), "u-1", artifact_id)
-    listing = services.artifacts.s3.list_object_versions(Bucket="test-artifacts", Prefix="acme/")
+    listing = services.artifacts.objects.s3.list_object_versions(
+        Bucket="test-artifacts", Prefix="acme/"
+    )
     assert listing.get("Versions", []) == []
 
 

@@ -262,7 +262,7 @@ def test_restore_replay_keeps_deleted_memories_gone_from_the_restored_table_and_
 def test_offboarding_forgets_every_subject_then_schedules_the_key(rig: RecallRig) -> None:
     write(rig, "Lin likes tea")
     write(rig, "Kim likes coffee", subject="u-2")
-    rig.services.artifacts.keys.key_for("acme")  # the tenant's key exists
+    rig.services.artifacts.objects.tenant_key("acme")  # the tenant's key exists
     kms = boto3.client("kms", region_name="us-east-1")
 
     dry = io.StringIO()
@@ -319,8 +319,8 @@ def _services_over(rig: RecallRig, table: str, index: Any) -> Any:
         settings,
         client=rig.client,
         clock=rig.clock,
-        s3=rig.services.artifacts.s3,
-        keys=rig.services.artifacts.keys,
+        s3=rig.services.artifacts.objects.s3,
+        keys=rig.services.artifacts.objects.keys,
         search=index,
         embedder=EMBEDDER,
     )

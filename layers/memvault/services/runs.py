@@ -43,8 +43,8 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
-from memvault.storage.artifact_refs import add_reference
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, to_item
+from memvault.storage.dynamodb.artifacts import add_reference
 
 CHECKPOINT = "CHECKPOINT"
 _NOT_FOUND = "no run with this id"

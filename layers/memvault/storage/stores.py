@@ -1,5 +1,5 @@
-"""The stores a deployment runs on, chosen in one place: DynamoDB (what AWS runs) or the
-embedded SQLite file (local mode's default)."""
+"""The stores a deployment runs on, chosen in one place: DynamoDB with S3 and KMS (what
+AWS runs) or the embedded SQLite file with encrypted local objects (local mode)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from memvault.clock import Clock
 from memvault.config import Settings
+from memvault.storage.ports.artifacts import ArtifactStore
 from memvault.storage.ports.memory import MemoryRecords
+from memvault.storage.ports.objects import ObjectStore
 from memvault.storage.ports.sessions import SessionStore
 
 
@@ -16,40 +19,74 @@ from memvault.storage.ports.sessions import SessionStore
 class Stores:
     memory: MemoryRecords
     sessions: SessionStore
-    #: The DynamoDB tables, for the stores still on them (runs, artifacts).
+    artifacts: ArtifactStore
+    objects: ObjectStore
+    #: The DynamoDB tables, for the stores still on them (runs).
     dynamo: Any = None
-    #: Local mode: the database file, its change feed and its expiry sweep.
+    #: Local mode: the database file; ``sweepers`` play DynamoDB TTL on it.
     database: Any = None
     sweepers: list[Any] = field(default_factory=list)
 
 
-def dynamodb_stores(settings: Settings, client: Any) -> Stores:
+def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: Any = None) -> Stores:
+    import boto3
+    from botocore.config import Config
+
     from memvault.storage.dynamo import Dynamo
+    from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
     from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.storage.dynamodb.sessions import DynamoSessionStore
+    from memvault.storage.s3.objects import AliasKeys, S3ObjectStore
     from memvault.storage.tables import ALL_TABLES, physical_name
 
     db = Dynamo(client, {s.name: physical_name(s, settings.table_prefix) for s in ALL_TABLES})
-    return Stores(memory=DynamoMemoryStore(db), sessions=DynamoSessionStore(db), dynamo=db)
+    s3 = s3 or boto3.client(
+        "s3", region_name=settings.aws_region, config=Config(signature_version="s3v4")
+    )
+    return Stores(
+        memory=DynamoMemoryStore(db),
+        sessions=DynamoSessionStore(db),
+        artifacts=DynamoArtifactStore(db),
+        objects=S3ObjectStore(
+            s3, settings.artifacts_bucket, keys or AliasKeys(settings.tenant_key_alias_prefix)
+        ),
+        dynamo=db,
+    )
 
 
-def database_path(settings: Settings) -> Path:
+def data_folder(settings: Settings) -> Path:
     if not settings.data_dir:
         raise ValueError("the embedded store needs a data folder: set MEMVAULT_DATA_DIR")
-    return Path(settings.data_dir) / "memvault.db"
+    return Path(settings.data_dir)
 
 
-def sqlite_stores(settings: Settings, client: Any = None) -> Stores:
+def sqlite_stores(settings: Settings, clock: Clock, client: Any = None) -> Stores:
+    from memvault.storage.local.objects import LocalObjectStore
+    from memvault.storage.sqlite import artifacts as sqlite_artifacts
+    from memvault.storage.sqlite.artifacts import SqliteArtifactStore
     from memvault.storage.sqlite.db import Database
     from memvault.storage.sqlite.memory import SqliteMemoryStore
     from memvault.storage.sqlite.schema import MIGRATIONS
     from memvault.storage.sqlite.sessions import SqliteSessionStore
 
-    database = Database(database_path(settings), MIGRATIONS)
-    memory = SqliteMemoryStore(database)
+    folder = data_folder(settings)
+    database = Database(folder / "memvault.db", MIGRATIONS)
+    memory = SqliteMemoryStore(database, add_reference=sqlite_artifacts.add_reference)
     sessions = SqliteSessionStore(database)
-    stores = Stores(memory=memory, sessions=sessions, database=database)
-    stores.sweepers = [memory, sessions]
-    if client is not None:  # runs and artifacts are not on the embedded store yet
-        stores.dynamo = dynamodb_stores(settings, client).dynamo
+    artifacts = SqliteArtifactStore(database)
+    stores = Stores(
+        memory=memory,
+        sessions=sessions,
+        artifacts=artifacts,
+        objects=LocalObjectStore(folder, settings.local_objects_url, clock),
+        database=database,
+        sweepers=[memory, sessions, artifacts],
+    )
+    if client is not None:  # runs are not on the embedded store yet
+        from memvault.storage.dynamo import Dynamo
+        from memvault.storage.tables import ALL_TABLES, physical_name
+
+        stores.dynamo = Dynamo(
+            client, {s.name: physical_name(s, settings.table_prefix) for s in ALL_TABLES}
+        )
     return stores

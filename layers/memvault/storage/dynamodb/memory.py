@@ -20,9 +20,9 @@ from memvault.models.memory import (
     MemoryStatus,
 )
 from memvault.storage import keys
-from memvault.storage.artifact_refs import add_reference
 from memvault.storage.codec import job_from_item, job_to_item, memory_from_item, memory_to_item
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
+from memvault.storage.dynamodb.artifacts import add_reference
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import (
     LIVE,

@@ -27,6 +27,8 @@ class Conflict(StrEnum):
     ABSENT = "absent"
     #: The record is not in the state the operation requires.
     STATE = "state"
+    #: The record is still referenced by others (an artifact a memory or checkpoint names).
+    REFERENCED = "referenced"
 
 
 class ConditionFailed(Exception):

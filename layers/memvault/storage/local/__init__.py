@@ -1,0 +1,1 @@
+"""The local file adapters: objects encrypted per tenant under a local master key."""

@@ -1,0 +1,1 @@
+"""The S3 adapters: objects under per-tenant KMS keys (what AWS runs)."""
