@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit lint format typecheck synth synth-pool clean bench opensearch opensearch-stop
+.PHONY: help install run test unit lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -61,6 +61,9 @@ bench: $(STAMP) ## benchmarks (OpenSearch, MiniLM, 10k memories): bench/results/
 	$(BIN)/python bench/run.py $(SECTIONS)
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
+
+mutants: $(STAMP) ## each hand-written mutant (tests/mutation/mutants.py) must fail its tests; build/mutation.json; ONLY= to pick
+	$(BIN)/python scripts/mutants.py $(if $(ONLY),--only $(ONLY))
 
 clean: ## remove the virtual environment and caches
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis cdk.out build

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tests.support.api import call, claims, memory_body
+from tests.support.harness import FakeClock
 
 pytestmark = pytest.mark.usefixtures("api")
 ALL = "memory:read memory:write memory:delete sessions:write runs:write"
@@ -27,6 +28,31 @@ def test_session_append_read_and_end() -> None:
     ended = call("DELETE", SESSION, me)
     assert (ended.status, ended.body["deleted_items"]) == (200, 3)
     assert call("GET", SESSION, me).code == "not_found"
+
+
+def test_another_subjects_token_is_refused_a_sessions_append(clock: FakeClock) -> None:
+    mine = claims(subject="u-1", scope=ALL)
+    first = call(
+        "POST", f"{SESSION}/messages", mine, {"request_id": "r1", "role": "user", "content": "hi"}
+    )
+    assert first.status == 201
+    before = call("GET", SESSION, mine).body
+    clock.advance(minutes=10)
+
+    intruder = claims(subject="u-2", scope=ALL)
+    answer = call(
+        "POST",
+        f"{SESSION}/messages",
+        intruder,
+        {"request_id": "r2", "role": "user", "content": "not yours"},
+    )
+
+    assert (answer.status, answer.code) == (403, "forbidden")
+    after = call("GET", SESSION, mine).body
+    assert after["message_count"] == before["message_count"] == 1
+    assert after["idle_expires_at"] == before["idle_expires_at"]
+    assert after["last_activity_at"] == before["last_activity_at"]
+    assert [m["content"] for m in after["messages"]] == ["hi"]
 
 
 def test_run_lifecycle_and_its_error_codes() -> None:

@@ -1,13 +1,16 @@
-"""Compare-and-set under contention: of many writers at one expected version, one wins."""
+"""Compare-and-set under contention: of many writers at one expected version, one wins.
+
+Every race releases its threads together through a barrier: without one, a pool's first
+thread can finish before the last one starts, and the "race" runs one writer at a time.
+"""
 
 from __future__ import annotations
-
-from concurrent.futures import ThreadPoolExecutor
 
 from memvault.errors import VersionConflict
 from memvault.models.memory import MemoryPatch
 from memvault.services.memory import MemoryService
 from tests.support.harness import a_write, ctx
+from tests.support.race import together
 
 
 def test_twenty_writers_at_the_same_expected_version_have_exactly_one_winner(
@@ -41,10 +44,8 @@ def test_twenty_writers_at_the_same_expected_version_have_exactly_one_winner(
             return "conflict"
         return "won"
 
-    with ThreadPoolExecutor(max_workers=20) as pool:
-        corrections = list(pool.map(correct, range(20)))
-    with ThreadPoolExecutor(max_workers=20) as pool:
-        writes = list(pool.map(write, range(20)))
+    corrections = together(20, correct)
+    writes = together(20, write)
 
     assert corrections.count("won") == 1 and corrections.count("conflict") == 19
     assert writes.count("won") == 1 and writes.count("conflict") == 19
@@ -61,8 +62,7 @@ def test_racing_first_writes_of_a_new_key_create_one_chain(service: MemoryServic
             return "conflict"
         return "won"
 
-    with ThreadPoolExecutor(max_workers=10) as pool:
-        outcomes = list(pool.map(write, range(10)))
+    outcomes = together(10, write)
 
     current = service.list_memories(ctx(), "u-1").items
     assert len(current) == 1

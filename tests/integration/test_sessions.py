@@ -166,3 +166,36 @@ def test_secrets_are_not_kept_in_session_memory(sessions: SessionService, ddb: A
 def test_appending_needs_the_sessions_scope(sessions: SessionService) -> None:
     with pytest.raises(Forbidden):
         sessions.append(ctx(scopes=frozenset({Scope.MEMORY_READ})), "u-1", "s-1", say("x"))
+
+
+def test_another_subjects_token_cannot_append_nor_renew_the_idle_clock(
+    sessions: SessionService, clock: FakeClock, ddb: Any
+) -> None:
+    first, _ = sessions.append(ctx(subject="u-1"), "u-1", "s-1", say("hello", "r-1"))
+    clock.advance(minutes=20)
+    intruder = ctx(subject="u-2")  # every scope but subjects:any
+    assert Scope.SUBJECTS_ANY not in intruder.scopes
+
+    with pytest.raises(Forbidden):
+        sessions.append(intruder, "u-1", "s-1", say("keep it alive", "r-2"))
+    with pytest.raises(Forbidden):
+        sessions.append(intruder, "u-1", "s-new", say("start one for them", "r-3"))
+
+    after = sessions.read(ctx(subject="u-1"), "u-1", "s-1")
+    assert after.message_count == 1
+    assert [m.content for m in after.messages] == ["hello"]
+    assert after.last_activity_at == first.last_activity_at
+    assert after.idle_expires_at == first.idle_expires_at
+    assert count(ddb, "sessions") == 3  # head, message, receipt: nothing of the intruder's
+    # The idle clock runs out when the subject's own activity said it would.
+    clock.advance(minutes=11)
+    with pytest.raises(NotFound):
+        sessions.read(ctx(subject="u-1"), "u-1", "s-1")
+
+
+def test_a_service_token_with_subjects_any_may_append_for_the_subject(
+    sessions: SessionService,
+) -> None:
+    service = ctx(subject=None, scopes=frozenset(Scope))
+    session, created = sessions.append(service, "u-1", "s-1", say("from the service", "r-1"))
+    assert created and session.message_count == 1

@@ -131,3 +131,31 @@ def test_lifetime_beyond_the_deployment_maximum_is_refused() -> None:
     with pytest.raises(ValidationFailed) as raised:
         write_policy.expiry(now, 86_401, settings)
     assert raised.value.details == {"field": "ttl_seconds", "max": 86_400}
+
+
+def test_concurrent_writes_never_skip_the_secret_scan() -> None:
+    """detect-secrets keeps the plugins a scan uses in one process-wide setting, which a
+    scan replaces and then restores; without a lock one thread's restore left another
+    thread's scan with no plugins, and a credential was stored (or the scan crashed).
+    Threads released together by a barrier, each evaluating drafts with a credential."""
+    import threading
+    from concurrent.futures import ThreadPoolExecutor
+
+    threads, rounds = 8, 150
+    barrier = threading.Barrier(threads)
+    text = SECRETS["aws access key"]
+
+    def refusals(_: int) -> int:
+        barrier.wait(timeout=30)
+        refused = 0
+        for _ in range(rounds):
+            try:
+                write_policy.evaluate(draft(text))
+            except SecretDetected:
+                refused += 1
+        return refused
+
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        counts = list(pool.map(refusals, range(threads)))
+
+    assert counts == [rounds] * threads

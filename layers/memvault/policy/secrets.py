@@ -7,6 +7,7 @@ field it was found in, never the secret itself.
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import lru_cache
@@ -16,6 +17,10 @@ from detect_secrets.core.scan import scan_line
 from detect_secrets.settings import transient_settings
 
 _DISABLED = {"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"}
+#: detect-secrets keeps its settings (the plugins a scan uses) in one global, which
+#: ``transient_settings`` replaces and restores: two threads scanning at once would see
+#: each other's restore, and a scan could run with no plugin at all (a missed credential).
+_SETTINGS_LOCK = threading.Lock()
 
 
 @dataclass(frozen=True)
@@ -37,7 +42,10 @@ def find_secrets(fields: Iterable[tuple[str, str]]) -> list[SecretFinding]:
     seen: set[tuple[str, str]] = set()
     # No filters: detect-secrets' heuristics exist to cut noise in source code,
     # and here a false negative stores a credential.
-    with transient_settings({"plugins_used": list(_plugins()), "filters_used": []}):
+    with (
+        _SETTINGS_LOCK,
+        transient_settings({"plugins_used": list(_plugins()), "filters_used": []}),
+    ):
         for field, text in fields:
             for line in text.splitlines() or [text]:
                 for secret in scan_line(line):

@@ -1,0 +1,263 @@
+"""Hand-written mutants of the invariants, each with the tests that must kill it.
+
+Each mutant is one production-code change that breaks one rule of DESIGN.md while
+leaving the code importable: the original snippet (which must occur exactly once in its
+file), what replaces it, and the pytest node ids that must fail once it is applied.
+``scripts/mutants.py`` (``make mutants``) applies each to a copy of the repository, runs
+its tests and writes ``build/mutation.json``; a survivor means a rule no test guards.
+
+The tests named here are behavioural (HTTP API or service objects), so a mutant whose
+snippet moves when the code is refactored needs its snippet updated, not its tests.
+This module holds data only; pytest collects nothing from this folder.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    #: Repository-relative path of the file to change.
+    path: str
+    #: Exact source text to replace; must occur exactly once in the file.
+    original: str
+    replacement: str
+    #: pytest node ids, every one of which must fail with the mutant applied.
+    kill: tuple[str, ...]
+    #: The rule the mutant breaks.
+    description: str = ""
+
+
+TENANT_API = "tests/api/test_tenant_from_token_only.py"
+RACE = "tests/integration/test_idempotency_race.py"
+WINDOW = "tests/integration/test_before_the_purge.py"
+REBUILD = "tests/integration/test_embedded_rebuild.py"
+
+MUTANTS: tuple[Mutant, ...] = (
+    # 1. The tenant comes from the verified identity only, never from a header.
+    Mutant(
+        id="tenant-from-x-tenant-id-header",
+        path="layers/memvault/api/access.py",
+        original="    return Claims.parse(context).access_context()\n",
+        replacement=(
+            "    headers = {k.lower(): v for k, v in (event.headers or {}).items()}\n"
+            '    tenant = headers.get("x-tenant-id") or context["tenant_id"]\n'
+            '    return Claims.parse({**context, "tenant_id": tenant}).access_context()\n'
+        ),
+        kill=(
+            f"{TENANT_API}::test_a_tenant_header_does_not_move_a_write_to_another_tenant",
+            f"{TENANT_API}::test_a_tenant_header_does_not_reach_another_tenants_memories",
+            f"{TENANT_API}::test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only",
+        ),
+        description="the handler's access context prefers an X-Tenant-Id header",
+    ),
+    Mutant(
+        id="tenant-from-x-memvault-tenant-header",
+        path="layers/memvault/api/access.py",
+        original="    return Claims.parse(context).access_context()\n",
+        replacement=(
+            "    raw = dict(context)\n"
+            "    for name, value in (event.headers or {}).items():\n"
+            '        if name.lower() == "x-memvault-tenant":\n'
+            '            raw["tenant_id"] = value\n'
+            "    return Claims.parse(raw).access_context()\n"
+        ),
+        kill=(
+            f"{TENANT_API}::test_a_tenant_header_does_not_move_a_write_to_another_tenant",
+            f"{TENANT_API}::test_a_tenant_header_does_not_reach_another_tenants_memories",
+        ),
+        description="the handler's access context takes the tenant from x-memvault-tenant",
+    ),
+    Mutant(
+        id="local-adapter-tenant-from-header",
+        path="local/memvault_local/adapter.py",
+        original=(
+            "                claims = self.verifier.verify("
+            'bearer_token(request.headers.get("Authorization")))\n'
+        ),
+        replacement=(
+            "                claims = self.verifier.verify("
+            'bearer_token(request.headers.get("Authorization")))\n'
+            '                if request.headers.get("X-Tenant-Id"):\n'
+            "                    claims = claims.model_copy(\n"
+            '                        update={"tenant_id": request.headers["X-Tenant-Id"]}\n'
+            "                    )\n"
+        ),
+        kill=(
+            f"{TENANT_API}::test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only",
+        ),
+        description="the local API Gateway stand-in lets a header override the token's tenant",
+    ),
+    # 2. One memory per request id, enforced inside the write's transaction.
+    Mutant(
+        id="idempotency-record-unconditional",
+        path="layers/memvault/storage/memory_repo.py",
+        original=(
+            '                                "ttl": int(new.idempotency_expires_at.timestamp()),\n'
+            "                            }\n"
+            "                        ),\n"
+            '                        "ConditionExpression": "attribute_not_exists(pk)",\n'
+        ),
+        replacement=(
+            '                                "ttl": int(new.idempotency_expires_at.timestamp()),\n'
+            "                            }\n"
+            "                        ),\n"
+        ),
+        kill=(
+            f"{RACE}::test_racing_retries_without_a_canonical_key_store_one_memory",
+            f"{RACE}::test_racing_retries_for_a_new_canonical_key_store_one_memory",
+        ),
+        description="the idempotency record is written without its attribute_not_exists "
+        "condition: racing retries of one request store several memories",
+    ),
+    # 3. A forgotten subject is unreadable at once, recall included.
+    Mutant(
+        id="recall-ignores-subject-epoch",
+        path="layers/memvault/services/recall.py",
+        original="            and m.subject_epoch == epoch\n",
+        replacement="",
+        kill=(f"{WINDOW}::test_a_forgotten_subject_is_recalled_nowhere_before_the_purge_runs",),
+        description="recall's re-validation drops the subject-epoch check",
+    ),
+    Mutant(
+        id="recall-ignores-status",
+        path="layers/memvault/services/recall.py",
+        original="            and m.status is MemoryStatus.ACTIVE\n",
+        replacement="",
+        kill=(
+            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs",
+            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge",
+        ),
+        description="recall's re-validation drops the status check (a deleted or candidate "
+        "version the index still holds comes back)",
+    ),
+    # 4. A delete blocks every version at once, before the purge.
+    Mutant(
+        id="tombstone-skips-current-version",
+        path="layers/memvault/storage/memory_repo.py",
+        # The transaction item is built but never added.
+        original='        tx.add(\n            "current",\n',
+        replacement='        (lambda *_: None)(\n            "current",\n',
+        kill=(
+            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs",
+            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge",
+        ),
+        description="the delete tombstones the chain head but leaves the current version "
+        "active: list and recall serve it until the purge runs",
+    ),
+    Mutant(
+        id="tombstone-skips-chain-head",
+        path="layers/memvault/storage/memory_repo.py",
+        original=(
+            "        tx.add(\n"
+            '            "chain",\n'
+            "            {\n"
+            '                "Update": {\n'
+            '                    "TableName": table,\n'
+            '                    "Key": key(pk, keys.chain_sk(chain.chain_id)),\n'
+        ),
+        replacement=(
+            "        (lambda *_: None)(\n"
+            '            "chain",\n'
+            "            {\n"
+            '                "Update": {\n'
+            '                    "TableName": table,\n'
+            '                    "Key": key(pk, keys.chain_sk(chain.chain_id)),\n'
+        ),
+        kill=(
+            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs",
+            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge",
+        ),
+        description="the delete marks the current version but not the chain head: the "
+        "older versions stay readable (export) until the purge runs",
+    ),
+    Mutant(
+        id="recall-reads-purged-tombstones",
+        path="layers/memvault/services/recall.py",
+        original=(
+            '            if found is None or found.get("type") != "memory" '
+            'or found["chain_id"] in seen:\n'
+        ),
+        replacement='            if found is None or found["chain_id"] in seen:\n',
+        kill=(
+            f"{WINDOW}::test_when_only_the_index_step_fails"
+            "_the_live_document_left_behind_is_never_served",
+        ),
+        description="recall's re-validation reads a purged (ids-only) version as a memory "
+        "(recall fails instead of dropping the index's leftover document)",
+    ),
+    # 5. A rebuilt index keeps deleted chains dead (tombstones), embedded backend included.
+    Mutant(
+        id="rebuild-skips-tombstones",
+        path="layers/memvault/indexing/rebuild.py",
+        original="        if op is None:\n            continue\n",
+        replacement="        if op is None or not op.live:\n            continue\n",
+        kill=(
+            f"{REBUILD}::test_a_rebuilt_index_refuses_a_replayed_insert_of_a_deleted_memory",
+            f"{REBUILD}::test_a_rebuilt_index_keeps_a_deleted_chain_dead_whichever_version_replays",
+        ),
+        description="the rebuild writes live documents only: no tombstone for deleted "
+        "chains, so a late replayed INSERT resurrects the content",
+    ),
+    Mutant(
+        id="rebuild-no-tombstone-for-deleted-chain-heads",
+        path="layers/memvault/search/documents.py",
+        original='        if item.get("state") == "live" or "current_version" not in item:\n',
+        replacement="        if True:  # mutant: a deleted chain head gives no tombstone\n",
+        kill=(
+            f"{REBUILD}::test_a_rebuilt_index_refuses_a_replayed_insert_of_a_deleted_memory",
+            f"{REBUILD}::test_a_rebuilt_index_keeps_a_deleted_chain_dead_whichever_version_replays",
+        ),
+        description="a deleted chain's head yields no tombstone op when the table is rescanned",
+    ),
+    Mutant(
+        id="embedded-index-tombstones-do-not-guard",
+        path="layers/memvault/search/embedded.py",
+        original="                if held is not None and held[0] >= op.version:\n",
+        replacement=(
+            "                if (\n"
+            "                    held is not None\n"
+            "                    and held[0] >= op.version\n"
+            '                    and held[1].get("doc_type") == "memory"\n'
+            "                ):\n"
+        ),
+        kill=(
+            f"{REBUILD}::test_a_rebuilt_index_refuses_a_replayed_insert_of_a_deleted_memory",
+            f"{REBUILD}::test_a_rebuilt_index_keeps_a_deleted_chain_dead_whichever_version_replays",
+        ),
+        description="the embedded index lets any write replace a tombstone, whatever its "
+        "external version",
+    ),
+    # The write policy holds under concurrency: no scan runs without its plugins.
+    Mutant(
+        id="secret-scan-without-lock",
+        path="layers/memvault/policy/secrets.py",
+        original="        _SETTINGS_LOCK,\n",
+        replacement="",
+        kill=(
+            "tests/unit/test_write_policy.py::test_concurrent_writes_never_skip_the_secret_scan",
+        ),
+        description="concurrent secret scans share detect-secrets' global settings without "
+        "a lock: one thread's restore leaves another's scan with no plugins",
+    ),
+    # 6. Only the subject's own activity appends to, and renews, their session.
+    Mutant(
+        id="session-append-without-subject-check",
+        path="layers/memvault/services/sessions.py",
+        original=(
+            "        ctx.require(Scope.SESSIONS_WRITE)\n"
+            "        ctx.require_subject(subject_id)\n"
+            "        secrets = find_secrets("
+        ),
+        replacement="        ctx.require(Scope.SESSIONS_WRITE)\n        secrets = find_secrets(",
+        kill=(
+            "tests/integration/test_sessions.py"
+            "::test_another_subjects_token_cannot_append_nor_renew_the_idle_clock",
+            "tests/api/test_sessions_runs_context_api.py"
+            "::test_another_subjects_token_is_refused_a_sessions_append",
+        ),
+        description="a token for another subject appends to the session and renews its idle clock",
+    ),
+)
