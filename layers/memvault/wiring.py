@@ -30,6 +30,7 @@ from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.runs import DynamoRunStore
 from memvault.storage.memory_repo import MemoryRepository
 from memvault.storage.tables import ALL_TABLES, physical_name
 
@@ -125,7 +126,7 @@ def build_services(
     runner = PurgeRunner(repo, clock, default_steps(repo, clock, artifacts, search))
     memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
     sessions = SessionService(db, settings, clock)
-    runs = RunService(db, settings, clock)
+    runs = RunService(DynamoRunStore(db), settings, clock)
     recall = RecallService(repo, search, embedder, settings, clock)
     context = ContextAssembler(
         memory,
