@@ -88,7 +88,7 @@ def build_stores(
 ) -> Stores:
     """The configured backend's stores (``MEMVAULT_STORE``)."""
     if settings.store == "sqlite":
-        return sqlite_stores(settings, clock, client)
+        return sqlite_stores(settings, clock)
     return dynamodb_stores(settings, client or dynamodb_client(settings), s3=s3, keys=keys)
 
 
@@ -120,17 +120,18 @@ def build_services(
     clock = clock or SystemClock()
     ids = ids or RandomIds()
     stores = stores or build_stores(settings, clock, client, s3=s3, keys=keys)
-    db = stores.dynamo
     repo = stores.memory
     artifacts = ArtifactService(stores.artifacts, stores.objects, repo, settings, clock, ids)
     embedder = embedder or embedder_from_settings(settings)
     search = search or search_index(settings, embedder)
     runner = PurgeRunner(
-        repo, clock, default_steps(repo, clock, artifacts, search, sessions=stores.sessions)
+        repo,
+        clock,
+        default_steps(repo, clock, artifacts, search, sessions=stores.sessions, runs=stores.runs),
     )
     memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
     sessions = SessionService(stores.sessions, settings, clock)
-    runs = RunService(db, settings, clock)
+    runs = RunService(stores.runs, settings, clock)
     recall = RecallService(repo, search, embedder, settings, clock)
     context = ContextAssembler(
         memory,

@@ -5,6 +5,7 @@ that make memory trustworthy (secrets, missing consent, stale versions)."""
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Callable
 from typing import Any, TextIO
 
@@ -13,8 +14,7 @@ from memvault.errors import MemvaultError
 from memvault.models.access import AccessContext, Scope
 from memvault.models.memory import MemoryPatch, MemoryWrite, Sensitivity
 from memvault.services.memory import MemoryService
-from memvault.wiring import build_memory_service
-from memvault_local.embedded import embedded_dynamodb
+from memvault.wiring import build_services
 
 TENANT = "demo-tenant"
 SUBJECT = "user-42"
@@ -189,12 +189,16 @@ def run_demo(service: MemoryService, out: TextIO) -> None:
 
 
 def main(out: TextIO) -> int:
-    settings = Settings(table_prefix="demo-")
-    with embedded_dynamodb(settings) as client:
+    with tempfile.TemporaryDirectory(prefix="memvault-demo-") as folder:
+        settings = Settings(store="sqlite", data_dir=folder)
         out.write(
-            "memvault demo: governed memory on the embedded store (moto DynamoDB, "
-            "in-process; nothing leaves this machine)\n\n"
+            "memvault demo: governed memory on the embedded store (a SQLite file in a "
+            "temporary folder, removed afterwards; nothing leaves this machine)\n\n"
         )
-        run_demo(build_memory_service(settings, client=client), out)
+        services = build_services(settings)
+        try:
+            run_demo(services.memory, out)
+        finally:
+            services.stores.database.close()
     out.write("\nDone. `make test` runs the whole suite.\n")
     return 0

@@ -1,12 +1,13 @@
 """`memvault run` / `make run`: the whole service on one machine.
 
-- moto in server mode on loopback (DynamoDB with Streams, S3, KMS), one request at a time
-  because moto's conditional writes are not atomic under concurrent threads; or, with
-  ``MEMVAULT_DYNAMODB_ENDPOINT`` set, that endpoint (DynamoDB Local, another moto); or,
+- by default the embedded store: one SQLite file under ``~/.memvault/data`` (WAL, one
+  transaction per operation) with its outbox as the change feed, encrypted objects
+  beside it, and the embedded search index; it survives restarts and crashes. Or, with
+  ``MEMVAULT_DYNAMODB_ENDPOINT`` set, that DynamoDB (DynamoDB Local, a test double); or,
   with ``MEMVAULT_BACKEND=aws``, the tables the CDK app deployed in a real account;
-- a TTL sweeper (except on AWS, which runs TTL itself);
-- tables created from the shared definitions;
-- the API Gateway stand-in on ``127.0.0.1:8787`` calling the same Lambda handler.
+- the change-feed pump feeding the indexer, and a sweeper playing DynamoDB TTL;
+- the API Gateway stand-in on ``127.0.0.1:8787`` calling the same Lambda handler, on
+  threads, with the local object server for signed upload and download URLs.
 """
 
 from __future__ import annotations
@@ -16,33 +17,39 @@ import fcntl
 import json
 import logging
 import os
-import shutil
 import signal
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, TextIO
 
 import boto3
+from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
 
 from memvault import __version__
 from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
+from memvault.clock import SystemClock
 from memvault.config import Settings
-from memvault.indexing.handler import handle
+from memvault.indexing.indexer import Indexer
+from memvault.observability import logger
+from memvault.storage.dynamodb.stream_handler import handle
+from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import ALL_TABLES, MEMORY, create_tables, physical_name
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey, data_home
-from memvault_local.keys import LocalTenantKeys, ensure_bucket
+from memvault_local.objects_app import ObjectsApp
+from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
 from memvault_local.sweeper import TtlSweeper
+from memvault_local.threads import make_resolver_thread_safe
 
-#: How often the sweeper plays TTL (``MEMVAULT_SWEEP_SECONDS``): each round scans every
-#: table, and moto answers nothing else meanwhile.
+#: How often the sweeper plays TTL (``MEMVAULT_SWEEP_SECONDS``).
 SWEEP_SECONDS = float(os.environ.get("MEMVAULT_SWEEP_SECONDS", "15"))
 
 LOCAL_TENANT = "local"
@@ -53,7 +60,6 @@ LOCAL_SUBJECT = "user-1"
 class StackOptions:
     host: str = "127.0.0.1"
     port: int = 8787
-    moto_port: int = 0
 
 
 class AlreadyRunning(Exception):
@@ -96,29 +102,30 @@ def _serve(server: BaseWSGIServer, name: str) -> threading.Thread:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """moto's own request lines would drown the API's; errors are still logged."""
+    """Request lines of every call would drown the API's logs; errors are still logged."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
 
 
-def _start_moto(host: str, port: int) -> BaseWSGIServer:
-    from moto.moto_server.werkzeug_app import DomainDispatcherApplication, create_backend_app
-
-    app = DomainDispatcherApplication(create_backend_app)
-    # threaded=False: one request at a time, so moto's conditional writes stay atomic.
-    return make_server(host, port, app, threaded=False, request_handler=_QuietHandler)
-
-
-def _sweep_in_background(sweeps: list[Callable[[], int]], stop: threading.Event) -> None:
-    """Play DynamoDB TTL (which neither moto nor DynamoDB Local runs) and the scheduled
-    sweep of staged uploads never committed."""
+def _sweep_in_background(
+    sweeps: list[Callable[[], int]], stop: threading.Event, after: Callable[[], None] | None = None
+) -> None:
+    """Play DynamoDB TTL (which neither the embedded store nor DynamoDB Local runs), sweep
+    staged uploads never committed, and prune the consumed change feed; ``after`` runs
+    when a round removed anything (the embedded store truncates its WAL then)."""
 
     def loop() -> None:
         while not stop.wait(SWEEP_SECONDS):
+            removed = 0
             for sweep in sweeps:
-                with contextlib.suppress(Exception):  # the next round retries
-                    sweep()
+                try:
+                    removed += sweep()
+                except Exception as err:  # the next round retries
+                    logger.warning("sweep failed", extra={"error": type(err).__name__})
+            if removed and after is not None:
+                with contextlib.suppress(Exception):
+                    after()
 
     threading.Thread(target=loop, name="ttl-sweeper", daemon=True).start()
 
@@ -139,7 +146,21 @@ def _missing_tables(client: Any, settings: Settings) -> list[str]:
     return [n for n in names if n not in existing]
 
 
-def _local_search_defaults(home: Path) -> dict[str, Any]:
+def _local_defaults(home: Path, url: str) -> dict[str, Any]:
+    """Local mode's embedded store under ``<home>/data`` (``MEMVAULT_DATA_DIR``), its
+    object URLs on this server, and the search defaults."""
+    env = os.environ
+    data = Path(env.get("MEMVAULT_DATA_DIR") or home / "data")
+    defaults = _local_search_defaults(home, data)
+    defaults["data_dir"] = str(data)
+    if "MEMVAULT_STORE" not in env:
+        defaults["store"] = "sqlite"
+    if "MEMVAULT_LOCAL_OBJECTS_URL" not in env:
+        defaults["local_objects_url"] = f"{url}/_objects"
+    return defaults
+
+
+def _local_search_defaults(home: Path, data: Path | None = None) -> dict[str, Any]:
     """Local mode recalls with the embedded index and the local MiniLM model unless the
     environment names others (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch), and
     purges in the background."""
@@ -152,7 +173,7 @@ def _local_search_defaults(home: Path) -> dict[str, Any]:
     if "MEMVAULT_EMBEDDING_MODEL" not in env:
         defaults["embedding_model"] = "minilm"
     if "MEMVAULT_INDEX_DIR" not in env:
-        defaults["index_dir"] = str(home / "index")
+        defaults["index_dir"] = str((data or home) / "index")
     if "MEMVAULT_SEARCH_REFRESH_INTERVAL" not in env:
         defaults["search_refresh_interval"] = "500ms"
     if "MEMVAULT_PURGE_LAUNCH" not in env:
@@ -168,7 +189,7 @@ def _search_line(settings: Settings) -> str:
         if settings.search_backend == "embedded"
         else f"OpenSearch at {settings.search_endpoint}"
     )
-    return f"{where}, embeddings: {settings.embedding_model}; stream pump on"
+    return f"{where}, embeddings: {settings.embedding_model}; change-feed pump on"
 
 
 def curl_example(url: str, token: str) -> str:
@@ -213,94 +234,27 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         return 1
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     logging.getLogger("memvault").setLevel(os.environ.get("MEMVAULT_LOG_LEVEL", "WARNING"))
-    servers: list[BaseWSGIServer] = []
-    endpoint = os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT")
-    real_aws = os.environ.get("MEMVAULT_BACKEND") == "aws"
-    if real_aws:
-        endpoint = None
-        backend = "AWS itself (MEMVAULT_BACKEND=aws): default credentials and region"
-    elif endpoint:
-        backend = f"DynamoDB at {endpoint} (from MEMVAULT_DYNAMODB_ENDPOINT)"
+    url = f"http://{options.host}:{options.port}"
+    if os.environ.get("MEMVAULT_BACKEND") == "aws" or os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT"):
+        local = _on_dynamodb(home, out)
     else:
-        moto = _start_moto(options.host, options.moto_port)
-        servers.append(moto)
-        endpoint = f"http://{options.host}:{moto.server_port}"
-        _aws_environment(endpoint)
-        _serve(moto, "moto")
-        backend = f"moto at {endpoint}: DynamoDB (+Streams), S3, KMS; in memory, gone when stopped"
-    settings = Settings(dynamodb_endpoint=endpoint, **_local_search_defaults(home))
-    client = boto3.client("dynamodb", region_name=settings.aws_region, endpoint_url=endpoint)
-    if real_aws:
-        missing = _missing_tables(client, settings)
-        if missing:
-            out.write(
-                f"these tables do not exist in the account: {', '.join(missing)}; deploy "
-                "them with the CDK app (make synth, cdk deploy) or set "
-                "MEMVAULT_TABLE_PREFIX.\n"
-            )
-            return 1
-    else:
-        create_tables(client, settings.table_prefix)
-    keys = None
-    if servers:  # our own moto also plays S3 and KMS: the bucket and tenant keys live there
-        s3 = boto3.client("s3", region_name=settings.aws_region, endpoint_url=endpoint)
-        ensure_bucket(s3, settings.artifacts_bucket)
-        keys = LocalTenantKeys(
-            boto3.client("kms", region_name=settings.aws_region, endpoint_url=endpoint),
-            settings.tenant_key_alias_prefix,
-        )
-    if servers and settings.search_backend == "embedded" and settings.index_dir:
-        # Our moto starts empty, so an index kept from an earlier run would describe
-        # memories that no longer exist: start it empty too.
-        shutil.rmtree(settings.index_dir, ignore_errors=True)
-    services = build_services(settings, client=client, keys=keys)
-    deps.use(services)
-    pump = None
-    if not real_aws and services.recall.index is not None:
-        indexer = build_indexer(
-            settings,
-            client=client,
-            search=services.recall.index,
-            embedder=services.recall.embedder,
-        )
-        pump = StreamPump(
-            client,
-            boto3.client("dynamodbstreams", region_name=settings.aws_region, endpoint_url=endpoint),
-            physical_name(MEMORY, settings.table_prefix),
-            lambda event: handle(event, indexer),
-            on_failure=home / "index-failures.jsonl",
-        )
-        pump.start()
-        # Load the embedding model now rather than on the first recall.
-        threading.Thread(
-            target=lambda: services.recall.embedder.embed(["warm up"]), daemon=True
-        ).start()
-    stop_sweeping = threading.Event()
-    if not real_aws:
-        ttl = TtlSweeper(client, settings.table_prefix)
-        # Staged uploads first: their objects go before TTL removes the rows naming them.
-        sweeps: list[Callable[[], int]] = [services.artifacts.sweep_staged] if servers else []
-        sweeps.append(ttl.sweep)
-        _sweep_in_background(sweeps, stop_sweeping)
-
+        local = _on_embedded_store(home, url)
+    if local is None:
+        return 1
     key = DevKey.load_or_create(home)
-    api = make_server(
-        options.host,
-        options.port,
-        ApiGatewayAdapter(key.verifier(), lambda_handler),
-        threaded=False,
-    )
-    servers.append(api)
-    url = f"http://{options.host}:{api.server_port}"
+    make_resolver_thread_safe()
+    app: Any = ApiGatewayAdapter(key.verifier(), lambda_handler)
+    if local.objects is not None:
+        app = DispatcherMiddleware(app, {"/_objects": ObjectsApp(local.objects)})
+    # Threads: requests are served concurrently; the store's transactions keep them apart.
+    api = make_server(options.host, options.port, app, threaded=True, request_handler=_QuietHandler)
     (home / "run.json").write_text(json.dumps({"pid": os.getpid(), "url": url}))
-    tables = ", ".join(physical_name(s, settings.table_prefix) for s in ALL_TABLES)
     token = key.mint(tenant=LOCAL_TENANT, subject=LOCAL_SUBJECT)
     out.write(
         f"memvault {__version__}: local stack\n"
         f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
-        f"  AWS stand-in             {backend}\n"
-        f"  tables                   {tables}\n"
-        f"  recall                   {_search_line(settings)}\n"
+        f"  store                    {local.backend}\n"
+        f"  recall                   {_search_line(local.settings)}\n"
         f"  dev signing key          {key.path}\n\n"
         f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', valid 1 hour:\n\n"
         f"{curl_example(url, token)}\n\n"
@@ -320,18 +274,121 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     except KeyboardInterrupt:
         pass
     finally:
-        stop_sweeping.set()
-        if pump is not None:
-            pump.stop()
         # A second Ctrl-C must not interrupt the clean-up.
         signal.signal(signal.SIGINT, signal.SIG_IGN)
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        for server in servers[:-1]:  # background servers: stop their loops first
-            server.shutdown()
-        for server in servers:
-            server.server_close()
+        api.server_close()
+        local.close()
         deps.use(None)
         (home / "run.json").unlink(missing_ok=True)
     out.write("memvault stopped.\n")
     out.flush()
     return 0
+
+
+@dataclass
+class _Local:
+    """What a local run started besides the API: closed in reverse on the way out."""
+
+    settings: Settings
+    backend: str
+    objects: Any = None
+    closers: list[Callable[[], None]] = field(default_factory=list)
+
+    def close(self) -> None:
+        for closer in reversed(self.closers):
+            with contextlib.suppress(Exception):
+                closer()
+
+
+def _on_embedded_store(home: Path, url: str) -> _Local:
+    settings = Settings(**_local_defaults(home, url))
+    services = build_services(settings)
+    deps.use(services)
+    stores = services.stores
+    database = stores.database
+    local = _Local(
+        settings,
+        f"embedded: {database.path} (SQLite, WAL), objects encrypted beside it",
+        objects=stores.objects,
+    )
+    local.closers.append(database.close)
+    stop = threading.Event()
+    local.closers.append(stop.set)
+    pump = None
+    if services.recall.index is not None:
+        indexer = Indexer(
+            services.recall.index, services.recall.embedder, stores.memory, SystemClock()
+        )
+        pump = OutboxPump(
+            OutboxFeed(database),
+            indexer,
+            on_failure=Path(settings.data_dir or home) / "index-failures.jsonl",
+        )
+        pump.start()
+        local.closers.append(pump.stop)
+        _warm_up(services)
+    feed = OutboxFeed(database)
+    sweeps: list[Callable[[], int]] = [services.artifacts.sweep_staged]
+    sweeps += [_expiry_sweep(sweeper) for sweeper in stores.sweepers]
+    sweeps.append(feed.prune)
+    _sweep_in_background(sweeps, stop, after=database.purge_files)
+    return local
+
+
+def _expiry_sweep(sweeper: Any) -> Callable[[], int]:
+    return lambda: int(sweeper.sweep_expired(int(time.time())))
+
+
+def _warm_up(services: Any) -> None:
+    """Load the embedding model now rather than on the first recall."""
+    threading.Thread(
+        target=lambda: services.recall.embedder.embed(["warm up"]), daemon=True
+    ).start()
+
+
+def _on_dynamodb(home: Path, out: TextIO) -> _Local | None:
+    """DynamoDB elsewhere: a real account (``MEMVAULT_BACKEND=aws``) or another endpoint
+    (``MEMVAULT_DYNAMODB_ENDPOINT``: DynamoDB Local); S3 and KMS are then AWS's own."""
+    endpoint = os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT")
+    real_aws = os.environ.get("MEMVAULT_BACKEND") == "aws"
+    if real_aws:
+        endpoint = None
+        backend = "AWS itself (MEMVAULT_BACKEND=aws): default credentials and region"
+    else:
+        backend = f"DynamoDB at {endpoint} (from MEMVAULT_DYNAMODB_ENDPOINT)"
+    settings = Settings(dynamodb_endpoint=endpoint, **_local_search_defaults(home))
+    client = boto3.client("dynamodb", region_name=settings.aws_region, endpoint_url=endpoint)
+    if real_aws:
+        missing = _missing_tables(client, settings)
+        if missing:
+            out.write(
+                f"these tables do not exist in the account: {', '.join(missing)}; deploy "
+                "them with the CDK app (make synth, cdk deploy) or set "
+                "MEMVAULT_TABLE_PREFIX.\n"
+            )
+            return None
+    else:
+        create_tables(client, settings.table_prefix)
+    services = build_services(settings, client=client)
+    deps.use(services)
+    local = _Local(settings, backend)
+    if not real_aws and services.recall.index is not None:
+        indexer = build_indexer(
+            settings, client=client, search=services.recall.index, embedder=services.recall.embedder
+        )
+        pump = StreamPump(
+            client,
+            boto3.client("dynamodbstreams", region_name=settings.aws_region, endpoint_url=endpoint),
+            physical_name(MEMORY, settings.table_prefix),
+            lambda event: handle(event, indexer),
+            on_failure=home / "index-failures.jsonl",
+        )
+        pump.start()
+        local.closers.append(pump.stop)
+        _warm_up(services)
+    if not real_aws:
+        stop = threading.Event()
+        local.closers.append(stop.set)
+        _sweep_in_background([TtlSweeper(client, settings.table_prefix).sweep], stop)
+    return local

@@ -18,15 +18,15 @@ from moto import mock_aws
 
 from memvault.clock import iso
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.indexing.handler import handle
 from memvault.indexing.indexer import Indexer
-from memvault.indexing.rebuild import rebuild, scan_items
+from memvault.indexing.rebuild import rebuild
 from memvault.models.memory import Memory, MemoryPatch
 from memvault.models.recall import RecallRequest
 from memvault.search.backend import SearchFilter, SearchIndex
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.recall import RecallService
 from memvault.storage import keys
+from memvault.storage.dynamodb.stream_handler import handle
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 
@@ -76,9 +76,9 @@ def rebuilt_index(rig: RecallRig) -> tuple[EmbeddedIndex, Indexer]:
     """A fresh embedded index, built from the memory table alone."""
     index = EmbeddedIndex(f"rebuilt-{uuid.uuid4().hex[:8]}--{EMBEDDER.slug}")
     index.ensure()
-    indexer = Indexer(index, EMBEDDER, rig.services.memory.repo.db, rig.clock)
-    table = rig.services.memory.repo.db.names["memory"]
-    report = rebuild(indexer, scan_items(rig.client, table, "acme"), batch=2)
+    store = rig.services.memory.repo
+    indexer = Indexer(index, EMBEDDER, store, rig.clock)
+    report = rebuild(indexer, store.rebuild_records("acme"), batch=2)
     assert report.failed == 0
     index.refresh()
     return index, indexer

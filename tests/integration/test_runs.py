@@ -20,11 +20,12 @@ from memvault.errors import (
     VersionConflict,
 )
 from memvault.models.access import Scope
+from memvault.models.memory import CopyState
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunEvent, RunStatus
 from memvault.services.runs import RunService
 from memvault.wiring import Services
 from tests.support.artifacts import committed_artifact
-from tests.support.harness import ctx
+from tests.support.harness import FakeClock, ctx
 
 SHA = "a" * 64
 RUN_SCOPES = frozenset({Scope.RUNS_WRITE})
@@ -273,3 +274,106 @@ def test_an_active_runs_records_do_not_expire(runs: RunService, ddb: Any) -> Non
 
     start(runs)
     assert all("ttl" not in i for i in all_items(ddb)["runs"])
+
+
+def test_a_finished_run_past_its_retention_is_gone_at_once(
+    runs: RunService, clock: FakeClock
+) -> None:
+    """Expiry is checked on read: DynamoDB's TTL may take days to delete the items."""
+    start(runs)
+    runs.advance(me(), "run-1", Advance(expected_version=2, status=RunStatus.SUCCEEDED, step="e"))
+    clock.advance(days=runs.settings.run_retention_days - 1)
+    assert runs.get(me(), "run-1").status is RunStatus.SUCCEEDED
+    clock.advance(days=2)
+    with pytest.raises(NotFound):
+        runs.get(me(), "run-1")
+    with pytest.raises(NotFound):
+        runs.version(me(), "run-1", 1)
+
+
+def test_records_written_after_a_run_finished_expire_with_it(
+    runs: RunService, ddb: Any, clock: FakeClock
+) -> None:
+    from tests.support.scan import all_items
+
+    start(runs)
+    runs.advance(me(), "run-1", Advance(expected_version=2, status=RunStatus.SUCCEEDED, step="e"))
+    clock.advance(hours=1)
+    runs.record_operation(me(), "run-1", "late", RecordOperation(status="UNKNOWN"))  # type: ignore[arg-type]
+    runs.deliver_event(me(), "run-1", RunEvent(event_id="e", type="cancel.requested"))
+    items = all_items(ddb)["runs"]
+    assert len(items) == 6  # checkpoint, 3 versions, operation, event receipt
+    assert len({i["ttl"]["N"] for i in items if "ttl" in i}) == 1
+    assert all("ttl" in i for i in items)
+
+
+def test_a_run_id_held_by_another_subject_answers_as_any_taken_id(
+    runs: RunService, ddb: Any, clock: FakeClock
+) -> None:
+    """Security review: a 409 must not tell another subject's live run from any other
+    taken id (here: a retired run whose checkpoint DynamoDB's TTL deleted before its
+    versions)."""
+    from memvault.storage.dynamo import key
+
+    for run_id in ("retired", "live"):
+        runs.create(me(), run_id, CreateRun(subject_id="u-1", plan_version="p1"))
+    runs.advance(
+        me(), "retired", Advance(expected_version=1, status=RunStatus.CANCELLED, step="end")
+    )
+    clock.advance(days=runs.settings.run_retention_days + 1)
+    ddb.delete_item(TableName="test-runs", Key=key("acme#retired", "CHECKPOINT"))
+    other = ctx("acme", "u-2", scopes=RUN_SCOPES)
+    body = CreateRun(subject_id="u-2", plan_version="p1")
+
+    answers = []
+    for run_id in ("retired", "live"):
+        with pytest.raises(IdempotencyKeyReused) as raised:
+            runs.create(other, run_id, body)
+        err = raised.value
+        answers.append((err.code, err.status, err.message, {**err.details, "run_id": "-"}))
+    assert answers[0] == answers[1]
+    # The run's own subject still learns that its payload differs.
+    with pytest.raises(IdempotencyKeyReused, match="another payload"):
+        runs.create(me(), "live", CreateRun(subject_id="u-1", plan_version="p2"))
+
+
+def test_an_artifact_is_named_with_its_one_digest(runs: RunService, services: Services) -> None:
+    start(runs)
+    who = ctx(scopes=frozenset(Scope) - {Scope.SUBJECTS_ANY})
+    artifact_id, sha = committed_artifact(services.artifacts, who, "u-1", b"result")
+    ref = {"artifact_id": artifact_id, "sha256": sha}
+    twice = runs.advance(
+        me(),
+        "run-1",
+        Advance(expected_version=2, status=RunStatus.RUNNING, step="a", artifact_refs=[ref, ref]),  # type: ignore[list-item]
+    )
+    assert len(twice.artifact_refs) == 2
+    for refs in (
+        [ref, {**ref, "sha256": "f" * 64}],  # two digests for one artifact
+        [{**ref, "sha256": "f" * 64}],  # another digest than the counted reference's
+    ):
+        with pytest.raises(ArtifactNotCommitted) as raised:
+            runs.advance(
+                me(),
+                "run-1",
+                Advance(expected_version=3, status=RunStatus.RUNNING, step="b", artifact_refs=refs),  # type: ignore[arg-type]
+            )
+        assert raised.value.details == {"artifact_ids": [artifact_id]}
+    assert runs.get(me(), "run-1").version == 3
+
+
+def test_forgetting_a_subject_deletes_their_runs_and_only_theirs(
+    runs: RunService, services: Services
+) -> None:
+    start(runs)
+    runs.record_operation(me(), "run-1", "op", RecordOperation(status="PENDING"))  # type: ignore[arg-type]
+    other = ctx("acme", "u-2", scopes=RUN_SCOPES)
+    runs.create(other, "run-2", CreateRun(subject_id="u-2", plan_version="p1"))
+
+    job = services.memory.forget(ctx(), "u-1")
+
+    runs_copy = next(c for c in job.copies if c.name == "runs")
+    assert runs_copy.status is CopyState.DONE
+    with pytest.raises(NotFound):
+        runs.get(me(), "run-1")
+    assert runs.get(other, "run-2").version == 1

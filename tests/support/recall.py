@@ -14,12 +14,12 @@ import boto3
 
 from memvault.config import Settings
 from memvault.embeddings import Embedder
-from memvault.indexing.handler import handle
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.search.embedded import EmbeddedIndex
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage.dynamodb.stream_handler import handle
 from memvault.storage.tables import create_tables
 from memvault.wiring import Services, build_services, table_names
 from memvault_local.keys import LocalTenantKeys, ensure_bucket

@@ -21,9 +21,9 @@ from memvault.observability import logger, metrics
 from memvault.purge.pipeline import PURGE_PIPELINE, PipelineStep
 from memvault.search.backend import FAILED, SearchIndex
 from memvault.search.documents import IndexOp, Stage
-from memvault.storage.dynamo import Dynamo
 from memvault.storage.ports.errors import ConditionFailed
 from memvault.storage.ports.memory import Chain, MemoryRecords
+from memvault.storage.ports.runs import RunStore
 from memvault.storage.ports.sessions import SessionStore
 
 #: Copies a new job starts with, and the state each starts in: every pipeline step's
@@ -259,25 +259,22 @@ class SessionsStep:
 
 
 class RunsStep:
-    """Forgetting a subject deletes the run state of their runs (checkpoints, operations,
-    events); their artifacts went with the artifacts step."""
+    """Forgetting a subject deletes the run state of their runs (checkpoints, versions,
+    operations, events); their artifacts went with the artifacts step."""
 
     copy = "runs"
 
-    def __init__(self, db: Dynamo) -> None:
-        self.db = db
+    def __init__(self, runs: RunStore) -> None:
+        self.runs = runs
 
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "run state is not in a memory's scope")
-        items = list(self.db.scan_prefix("runs", f"{job.tenant_id}#"))
-        runs = {i["pk"] for i in items if i.get("subject_id") == job.subject_id}
-        doomed = [(i["pk"], i["sk"]) for i in items if i["pk"] in runs]
-        self.db.delete_many("runs", doomed)
+        gone = self.runs.forget_subject(job.tenant_id, job.subject_id)
         return StepResult(
-            CopyState.DONE if runs else CopyState.NOT_APPLICABLE,
-            f"{len(runs)} run(s), {len(doomed)} item(s) deleted",
-            len(doomed),
+            CopyState.DONE if gone.runs else CopyState.NOT_APPLICABLE,
+            f"{gone.runs} run(s), {gone.records} item(s) deleted",
+            gone.records,
         )
 
 
@@ -288,6 +285,7 @@ def default_steps(
     index: SearchIndex | None = None,
     *,
     sessions: SessionStore,
+    runs: RunStore,
 ) -> list[PurgeStep]:
     """One handler per pipeline step, in the pipeline's order."""
     handlers: dict[str, PurgeStep] = {
@@ -297,7 +295,7 @@ def default_steps(
         "index": IndexStep(repo, index),
         "cache": CacheStep(),
         "sessions": SessionsStep(sessions),
-        "runs": RunsStep(repo.db),  # type: ignore[attr-defined]
+        "runs": RunsStep(runs),
     }
     return [handlers[step.copy] for step in PURGE_PIPELINE]
 

@@ -1,11 +1,9 @@
 """Run state: a declared state machine advanced by compare-and-set, with history,
 side-effect operations and idempotent external events.
 
-Partition ``<tenant>#<run_id>`` in the ``runs`` table:
-    ``CHECKPOINT``      the current checkpoint (the CAS point)
-    ``V#<version>``     every version, immutable (history, reproduction)
-    ``OP#<operation>``  a side effect's recorded status and result reference
-    ``EVT#<event>``     the receipt of an external event, written with its effect
+The rules live here (legal transitions, scopes, the subject check, the checkpoint bound);
+the ``RunStore`` port keeps the conditions that make them exact: the head moves only at
+the expected version, each version is kept, an event's receipt commits with its effect.
 """
 
 from __future__ import annotations
@@ -34,6 +32,7 @@ from memvault.models.run import (
     TERMINAL,
     TRANSITIONS,
     Advance,
+    ArtifactRef,
     Checkpoint,
     CreateRun,
     Operation,
@@ -43,15 +42,22 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
-from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, to_item
-from memvault.storage.dynamodb.artifacts import add_reference
+from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.runs import (
+    Advancement,
+    ArtifactsNotCommitted,
+    EventReceipt,
+    RunStore,
+    StoredRun,
+)
 
-CHECKPOINT = "CHECKPOINT"
 _NOT_FOUND = "no run with this id"
-
-
-def run_pk(tenant_id: str, run_id: str) -> str:
-    return f"{tenant_id}#{run_id}"
+#: The one answer for a run id the caller cannot take and may not see behind: a retired
+#: run's, or another subject's live run (whose existence stays private).
+_ID_TAKEN = "this run id is taken; choose a new run id"
+_ARTIFACTS_REFUSED = (
+    "artifact_refs must name committed artifacts of the run's subject with the given sha256"
+)
 
 
 def _digest(payload: Any) -> str:
@@ -61,8 +67,8 @@ def _digest(payload: Any) -> str:
 
 
 class RunService:
-    def __init__(self, db: Dynamo, settings: Settings, clock: Clock) -> None:
-        self.db = db
+    def __init__(self, store: RunStore, settings: Settings, clock: Clock) -> None:
+        self.store = store
         self.settings = settings
         self.clock = clock
 
@@ -88,18 +94,12 @@ class RunService:
             updated_at=now,
         )
         try:
-            self._commit(
-                ctx.tenant_id, checkpoint, expected=None, extra={"fingerprint": fingerprint}
-            )
-        except TransactionConflict:
-            existing = self.db.get("runs", run_pk(ctx.tenant_id, run_id), CHECKPOINT)
-            if existing is None:
-                raise IdempotencyKeyReused(
-                    "this run id was used by a run whose records are still kept; choose a new "
-                    "run id",
-                    {"run_id": run_id},
-                ) from None
-            if existing.get("fingerprint") != fingerprint:
+            self.store.create(ctx.tenant_id, checkpoint, fingerprint)
+        except ConditionFailed:
+            existing = self.store.head(ctx.tenant_id, run_id, now=now)
+            if existing is None or not _visible(ctx, existing.checkpoint):
+                raise IdempotencyKeyReused(_ID_TAKEN, {"run_id": run_id}) from None
+            if existing.fingerprint != fingerprint:
                 raise IdempotencyKeyReused(
                     "a run with this id exists with another payload; choose a new run id",
                     {"run_id": run_id},
@@ -112,36 +112,31 @@ class RunService:
 
     def get(self, ctx: AccessContext, run_id: str) -> Checkpoint:
         ctx.require(Scope.RUNS_WRITE)
-        checkpoint = self._load(ctx, run_id)
-        ops = self.db.query_all("runs", run_pk(ctx.tenant_id, run_id), "OP#")
-        return checkpoint.model_copy(update={"operations": [_operation(i) for i in ops]})
+        checkpoint = self._load(ctx, run_id).checkpoint
+        ops = self.store.operations(ctx.tenant_id, run_id, now=self.clock.now())
+        return checkpoint.model_copy(update={"operations": ops})
 
     def version(self, ctx: AccessContext, run_id: str, version: int) -> Checkpoint:
         """One past version, exactly as it was (reproducing an assembled context)."""
         ctx.require(Scope.RUNS_WRITE)
         self._load(ctx, run_id)
-        item = self.db.get("runs", run_pk(ctx.tenant_id, run_id), f"V#{version:010d}")
-        if item is None:
+        found = self.store.version(ctx.tenant_id, run_id, version, now=self.clock.now())
+        if found is None:
             raise NotFound("no such version of this run", {"run_id": run_id, "version": version})
-        return _checkpoint(item)
+        return found
 
-    def _load(self, ctx: AccessContext, run_id: str) -> Checkpoint:
-        item = self.db.get("runs", run_pk(ctx.tenant_id, run_id), CHECKPOINT)
-        if item is None:
+    def _load(self, ctx: AccessContext, run_id: str) -> StoredRun:
+        stored = self.store.head(ctx.tenant_id, run_id, now=self.clock.now())
+        # Another subject's run is answered as absent, so that its existence stays private.
+        if stored is None or not _visible(ctx, stored.checkpoint):
             raise NotFound(_NOT_FOUND, {"run_id": run_id})
-        checkpoint = _checkpoint(item)
-        try:
-            ctx.require_subject(checkpoint.subject_id)
-        except Forbidden:
-            # Another subject's run is answered as absent, so that its existence stays private.
-            raise NotFound(_NOT_FOUND, {"run_id": run_id}) from None
-        return checkpoint
+        return stored
 
     # ------------------------------------------------------------------ advance
 
     def advance(self, ctx: AccessContext, run_id: str, body: Advance) -> Checkpoint:
         ctx.require(Scope.RUNS_WRITE)
-        current = self._load(ctx, run_id)
+        current = self._load(ctx, run_id).checkpoint
         self._check_version(current, body.expected_version)
         self._check_transition(current.status, body.status)
         changes: dict[str, Any] = {"status": body.status, "step": body.step}
@@ -150,37 +145,25 @@ class RunService:
             if value is not None:
                 changes[field] = value
         updated = self._next(current, changes)
-        tx = Tx()
-        counted = {r.artifact_id for r in current.artifact_refs}
-        for ref in updated.artifact_refs:
-            if ref.artifact_id not in counted:
-                # Counted with the checkpoint that first references it, in one transaction.
-                tx.add(
-                    f"artifact:{ref.artifact_id}",
-                    add_reference(
-                        self.db.names["artifacts"],
-                        ctx.tenant_id,
-                        current.subject_id,
-                        ref.artifact_id,
-                        f"run:{run_id}",
-                        sha256=ref.sha256,
-                    ),
-                )
+        ttl = self._expiry(updated)
         try:
-            self._commit(ctx.tenant_id, updated, expected=current.version, tx=tx)
-        except TransactionConflict as conflict:
-            missing = sorted(
-                f.split(":", 1)[1] for f in conflict.failed if f.startswith("artifact:")
+            self.store.advance(
+                ctx.tenant_id,
+                Advancement(
+                    checkpoint=updated,
+                    expected_version=current.version,
+                    new_references=_new_references(current, updated),
+                    ttl=ttl,
+                ),
             )
-            if missing:
-                raise ArtifactNotCommitted(
-                    "artifact_refs must name committed artifacts of the run's subject with "
-                    "the given sha256",
-                    {"artifact_ids": missing},
-                ) from None
-            self._check_version(self._load(ctx, run_id), body.expected_version)
+        except ArtifactsNotCommitted as refused:
+            raise ArtifactNotCommitted(
+                _ARTIFACTS_REFUSED, {"artifact_ids": list(refused.artifact_ids)}
+            ) from None
+        except ConditionFailed:
+            self._check_version(self._load(ctx, run_id).checkpoint, body.expected_version)
             raise VersionConflict("the run changed while advancing; re-read it") from None
-        self._retain_if_finished(ctx.tenant_id, updated)
+        self._retain(ctx.tenant_id, run_id, ttl)
         logger.info(
             "run advanced",
             extra={
@@ -192,25 +175,22 @@ class RunService:
         )
         return updated
 
-    def _retain_if_finished(self, tenant_id: str, cp: Checkpoint) -> None:
-        """A finished run's records (history, operations, event receipts) expire with its
-        retention. Idempotent: running it again only sets the same expiry."""
+    def _expiry(self, cp: Checkpoint, kept: int | None = None) -> int | None:
+        """A finished run's retention (the one it has, else one from now); None while it
+        is active."""
         if cp.status not in TERMINAL:
-            return
-        expiry = int(
+            return None
+        if kept is not None:
+            return kept
+        return int(
             (self.clock.now() + timedelta(days=self.settings.run_retention_days)).timestamp()
         )
-        pk = run_pk(tenant_id, cp.run_id)
-        for item in list(self.db.query_all("runs", pk, "")):
-            if item.get("ttl") is None:
-                self.db.update(
-                    "runs",
-                    pk,
-                    item["sk"],
-                    "SET #ttl = :ttl",
-                    names={"#ttl": "ttl"},
-                    values={":ttl": expiry},
-                )
+
+    def _retain(self, tenant_id: str, run_id: str, ttl: int | None) -> None:
+        """A finished run's records (history, operations, event receipts) expire with its
+        retention. Idempotent: running it again only sets the same expiry."""
+        if ttl is not None:
+            self.store.retain(tenant_id, run_id, ttl)
 
     def _check_version(self, current: Checkpoint, expected: int) -> None:
         if current.version != expected:
@@ -258,50 +238,6 @@ class RunService:
             )
         return updated
 
-    def _commit(
-        self,
-        tenant_id: str,
-        cp: Checkpoint,
-        *,
-        expected: int | None,
-        extra: dict[str, Any] | None = None,
-        tx: Tx | None = None,
-    ) -> None:
-        tx = tx or Tx()
-        pk = run_pk(tenant_id, cp.run_id)
-        body = {**cp.model_dump(mode="json", exclude={"operations"}), "tenant_id": tenant_id}
-        retention = None
-        if cp.status in TERMINAL:
-            retention = int(
-                (self.clock.now() + timedelta(days=self.settings.run_retention_days)).timestamp()
-            )
-        head = {**body, **(extra or {}), "pk": pk, "sk": CHECKPOINT, "ttl": retention}
-        table = self.db.names["runs"]
-        if expected is None:
-            cond: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
-        else:
-            cond = {
-                "ConditionExpression": "version = :v",
-                "ExpressionAttributeValues": {":v": {"N": str(expected)}},
-            }
-            prior = self.db.get("runs", pk, CHECKPOINT) or {}
-            if "fingerprint" in prior:
-                head["fingerprint"] = prior["fingerprint"]
-        tx.add("checkpoint", {"Put": {"TableName": table, "Item": to_item(head), **cond}})
-        tx.add(
-            "history",
-            {
-                "Put": {
-                    "TableName": table,
-                    "Item": to_item(
-                        {**body, "pk": pk, "sk": f"V#{cp.version:010d}", "ttl": retention}
-                    ),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-        )
-        self.db.transact(tx)
-
     # --------------------------------------------------------------- operations
 
     def record_operation(
@@ -309,16 +245,17 @@ class RunService:
     ) -> tuple[Operation, bool]:
         """Record a side effect's status; returns it and whether anything changed."""
         ctx.require(Scope.RUNS_WRITE)
-        self._load(ctx, run_id)
+        stored = self._load(ctx, run_id)
         if body.status is OperationStatus.COMMITTED and body.result_ref is None:
             raise ValidationFailed(
                 "a COMMITTED operation needs its result_ref", {"field": "result_ref"}
             )
-        pk = run_pk(ctx.tenant_id, run_id)
+        # An operation recorded after the run finished expires with the run.
+        ttl = self._expiry(stored.checkpoint, stored.ttl)
         for _ in range(5):
-            existing = self.db.get("runs", pk, f"OP#{operation_id}")
-            if existing is not None:
-                current = _operation(existing)
+            now = self.clock.now()
+            current = self.store.operation(ctx.tenant_id, run_id, operation_id, now=now)
+            if current is not None:
                 if current.status is body.status and (
                     current.result_ref,
                     current.result_sha256,
@@ -333,28 +270,25 @@ class RunService:
                         + (" with another result" if current.status is body.status else ""),
                         {"current": current.model_dump(mode="json")},
                     )
-            record = {
-                "pk": pk,
-                "sk": f"OP#{operation_id}",
-                "operation_id": operation_id,
-                "status": body.status.value,
-                "result_ref": body.result_ref,
-                "result_sha256": body.result_sha256,
-                "updated_at": iso(self.clock.now()),
-            }
+            operation = Operation(
+                operation_id=operation_id,
+                status=body.status,
+                result_ref=body.result_ref,
+                result_sha256=body.result_sha256,
+                updated_at=parse_iso(iso(now)),  # as stored: milliseconds
+            )
             try:
-                if existing is None:
-                    self.db.put("runs", record, condition="attribute_not_exists(pk)")
-                else:
-                    self.db.put(
-                        "runs",
-                        record,
-                        condition="#s = :seen",
-                        values={":seen": existing["status"]},
-                        names={"#s": "status"},
-                    )
-            except TransactionConflict:
-                continue
+                self.store.put_operation(
+                    ctx.tenant_id,
+                    run_id,
+                    operation,
+                    expected=None if current is None else current.status,
+                    ttl=ttl,
+                )
+            except ConditionFailed as refused:
+                if Conflict.ABSENT in refused:  # the run went meanwhile (forgotten)
+                    raise NotFound(_NOT_FOUND, {"run_id": run_id}) from None
+                continue  # recorded concurrently: re-read and re-decide
             logger.info(
                 "operation recorded",
                 extra={
@@ -364,7 +298,7 @@ class RunService:
                     "status": body.status.value,
                 },
             )
-            return _operation(record), True
+            return operation, True
         raise VersionConflict("the operation kept changing; re-read the run and decide")
 
     # ------------------------------------------------------------------- events
@@ -372,12 +306,14 @@ class RunService:
     def deliver_event(self, ctx: AccessContext, run_id: str, event: RunEvent) -> dict[str, Any]:
         """Apply an external event once: its receipt and its effect commit together."""
         ctx.require(Scope.RUNS_WRITE)
-        pk = run_pk(ctx.tenant_id, run_id)
+        fingerprint = _digest(event.model_dump(mode="json"))
         for _ in range(5):
-            current = self._load(ctx, run_id)
-            receipt = self.db.get("runs", pk, f"EVT#{event.event_id}")
+            stored = self._load(ctx, run_id)
+            current = stored.checkpoint
+            now = self.clock.now()
+            receipt = self.store.receipt(ctx.tenant_id, run_id, event.event_id, now=now)
             if receipt is not None:
-                if receipt["fingerprint"] != _digest(event.model_dump(mode="json")):
+                if receipt.fingerprint != fingerprint:
                     raise IdempotencyKeyReused(
                         "this event_id was delivered with other content",
                         {"event_id": event.event_id},
@@ -385,41 +321,39 @@ class RunService:
                 return {
                     "event_id": event.event_id,
                     "duplicate": True,
-                    "applied": receipt["applied"],
+                    "applied": receipt.applied,
                     "checkpoint": current,
                 }
             changes = self._effect(current, event)
-            tx = Tx()
-            tx.add(
-                "receipt",
-                {
-                    "Put": {
-                        "TableName": self.db.names["runs"],
-                        "Item": to_item(
-                            {
-                                "pk": pk,
-                                "sk": f"EVT#{event.event_id}",
-                                "type": event.type,
-                                "fingerprint": _digest(event.model_dump(mode="json")),
-                                "applied": changes is not None,
-                                "received_at": iso(self.clock.now()),
-                                "version": current.version + (1 if changes is not None else 0),
-                            }
-                        ),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
+            updated = current if changes is None else self._next(current, changes)
+            ttl = self._expiry(current, stored.ttl) if changes is None else self._expiry(updated)
+            new_receipt = EventReceipt(
+                event_id=event.event_id,
+                type=event.type,
+                fingerprint=fingerprint,
+                applied=changes is not None,
+                received_at=now,
+                version=updated.version,
+                ttl=ttl,
             )
-            updated = current
             try:
                 if changes is None:
-                    self.db.transact(tx)
+                    self.store.record_event(
+                        ctx.tenant_id, run_id, new_receipt, at_version=current.version
+                    )
                 else:
-                    updated = self._next(current, changes)
-                    self._commit(ctx.tenant_id, updated, expected=current.version, tx=tx)
-            except TransactionConflict:
+                    self.store.advance(
+                        ctx.tenant_id,
+                        Advancement(
+                            checkpoint=updated,
+                            expected_version=current.version,
+                            receipt=new_receipt,
+                            ttl=ttl,
+                        ),
+                    )
+            except ConditionFailed:
                 continue  # a duplicate or a concurrent advance: re-read and re-decide
-            self._retain_if_finished(ctx.tenant_id, updated)
+            self._retain(ctx.tenant_id, run_id, ttl)
             return {
                 "event_id": event.event_id,
                 "duplicate": False,
@@ -449,16 +383,22 @@ class RunService:
         return {"status": status, "step": cp.step, "pending_approvals": pending}
 
 
-def _checkpoint(item: dict[str, Any]) -> Checkpoint:
-    fields = set(Checkpoint.model_fields) - {"operations"}
-    return Checkpoint.model_validate({k: v for k, v in item.items() if k in fields})
+def _visible(ctx: AccessContext, cp: Checkpoint) -> bool:
+    try:
+        ctx.require_subject(cp.subject_id)
+    except Forbidden:
+        return False
+    return True
 
 
-def _operation(item: dict[str, Any]) -> Operation:
-    return Operation(
-        operation_id=item["operation_id"],
-        status=OperationStatus(item["status"]),
-        result_ref=item.get("result_ref"),
-        result_sha256=item.get("result_sha256"),
-        updated_at=parse_iso(item["updated_at"]),
-    )
+def _new_references(current: Checkpoint, updated: Checkpoint) -> tuple[ArtifactRef, ...]:
+    """The artifacts a new version names that no earlier one did: each is counted once,
+    with the checkpoint that first references it. Naming an artifact with another digest
+    than before, or with two, is refused (an artifact has one digest)."""
+    counted = {r.artifact_id: r for r in current.artifact_refs}
+    new: dict[str, ArtifactRef] = {}
+    for ref in updated.artifact_refs:
+        seen = counted.get(ref.artifact_id) or new.setdefault(ref.artifact_id, ref)
+        if seen.sha256 != ref.sha256:
+            raise ArtifactNotCommitted(_ARTIFACTS_REFUSED, {"artifact_ids": [ref.artifact_id]})
+    return tuple(new.values())

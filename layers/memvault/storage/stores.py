@@ -12,6 +12,7 @@ from memvault.config import Settings
 from memvault.storage.ports.artifacts import ArtifactStore
 from memvault.storage.ports.memory import MemoryRecords
 from memvault.storage.ports.objects import ObjectStore
+from memvault.storage.ports.runs import RunStore
 from memvault.storage.ports.sessions import SessionStore
 
 
@@ -19,10 +20,9 @@ from memvault.storage.ports.sessions import SessionStore
 class Stores:
     memory: MemoryRecords
     sessions: SessionStore
+    runs: RunStore
     artifacts: ArtifactStore
     objects: ObjectStore
-    #: The DynamoDB tables, for the stores still on them (runs).
-    dynamo: Any = None
     #: Local mode: the database file; ``sweepers`` play DynamoDB TTL on it.
     database: Any = None
     sweepers: list[Any] = field(default_factory=list)
@@ -35,6 +35,7 @@ def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: An
     from memvault.storage.dynamo import Dynamo
     from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
     from memvault.storage.dynamodb.memory import DynamoMemoryStore
+    from memvault.storage.dynamodb.runs import DynamoRunStore
     from memvault.storage.dynamodb.sessions import DynamoSessionStore
     from memvault.storage.s3.objects import AliasKeys, S3ObjectStore
     from memvault.storage.tables import ALL_TABLES, physical_name
@@ -46,11 +47,11 @@ def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: An
     return Stores(
         memory=DynamoMemoryStore(db),
         sessions=DynamoSessionStore(db),
+        runs=DynamoRunStore(db),
         artifacts=DynamoArtifactStore(db),
         objects=S3ObjectStore(
             s3, settings.artifacts_bucket, keys or AliasKeys(settings.tenant_key_alias_prefix)
         ),
-        dynamo=db,
     )
 
 
@@ -60,12 +61,13 @@ def data_folder(settings: Settings) -> Path:
     return Path(settings.data_dir)
 
 
-def sqlite_stores(settings: Settings, clock: Clock, client: Any = None) -> Stores:
+def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     from memvault.storage.local.objects import LocalObjectStore
     from memvault.storage.sqlite import artifacts as sqlite_artifacts
     from memvault.storage.sqlite.artifacts import SqliteArtifactStore
     from memvault.storage.sqlite.db import Database
     from memvault.storage.sqlite.memory import SqliteMemoryStore
+    from memvault.storage.sqlite.runs import SqliteRunStore
     from memvault.storage.sqlite.schema import MIGRATIONS
     from memvault.storage.sqlite.sessions import SqliteSessionStore
 
@@ -73,20 +75,14 @@ def sqlite_stores(settings: Settings, clock: Clock, client: Any = None) -> Store
     database = Database(folder / "memvault.db", MIGRATIONS)
     memory = SqliteMemoryStore(database, add_reference=sqlite_artifacts.add_reference)
     sessions = SqliteSessionStore(database)
+    runs = SqliteRunStore(database, reference_artifact=sqlite_artifacts.add_reference)
     artifacts = SqliteArtifactStore(database)
-    stores = Stores(
+    return Stores(
         memory=memory,
         sessions=sessions,
+        runs=runs,
         artifacts=artifacts,
         objects=LocalObjectStore(folder, settings.local_objects_url, clock),
         database=database,
-        sweepers=[memory, sessions, artifacts],
+        sweepers=[memory, sessions, runs, artifacts],
     )
-    if client is not None:  # runs are not on the embedded store yet
-        from memvault.storage.dynamo import Dynamo
-        from memvault.storage.tables import ALL_TABLES, physical_name
-
-        stores.dynamo = Dynamo(
-            client, {s.name: physical_name(s, settings.table_prefix) for s in ALL_TABLES}
-        )
-    return stores

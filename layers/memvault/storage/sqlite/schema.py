@@ -3,13 +3,14 @@ statements; a released migration never changes, a new one is appended."""
 
 from __future__ import annotations
 
-from memvault.storage.sqlite import artifacts, memory, sessions
+from memvault.storage.sqlite import artifacts, memory, runs, sessions
 from memvault.storage.sqlite.db import OUTBOX_SCHEMA, Migration
 
 INITIAL: tuple[str, ...] = (
     *OUTBOX_SCHEMA,
     *memory.SCHEMA,
     *sessions.SCHEMA,
+    *runs.SCHEMA,
     *artifacts.SCHEMA,
 )
 
