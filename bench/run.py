@@ -43,11 +43,14 @@ def main(only: list[str]) -> int:
     import embeddings
     import recall_eval
     import recall_speed
+    import store_scale
 
-    url = _opensearch()
+    needs_opensearch = {"recall_quality", "recall_speed", "deletion"}
+    url = _opensearch() if not only or needs_opensearch & set(only) else ""
     sections: dict[str, Any] = {}
     plan = {
         "embeddings": embeddings.run,
+        "store": store_scale.run,
         "recall_quality": lambda: recall_eval.run("opensearch", url),
         "recall_speed": lambda: recall_speed.run(url),
         "deletion": deletion_speed.run,
@@ -94,6 +97,8 @@ def render(report: dict[str, Any]) -> str:
             "```",
             "",
         ]
+    if "store" in s:
+        lines += _store_lines(s["store"])
     if "recall_quality" in s:
         q = s["recall_quality"]
         lines += [
@@ -132,6 +137,57 @@ def render(report: dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _store_lines(st: dict[str, Any]) -> list[str]:
+    sc, tu = st["scale"], st["turns"]
+    g = sc["goals"]
+    window = next(k for k in sc if k.startswith("first_")).split("_")[1]
+    first, last = sc[f"first_{window}_server_ms"], sc[f"last_{window}_server_ms"]
+    rows = [
+        (
+            "server-side write p50 / p95 ms",
+            f"{sc['server_write_ms']['p50']} / {sc['server_write_ms']['p95']}",
+            f"≤ {g['server_write_p50_ms']} / ≤ {g['server_write_p95_ms']}",
+        ),
+        (
+            "client round trip p50 / p95 ms",
+            f"{sc['client_write_ms']['p50']} / {sc['client_write_ms']['p95']}",
+            "",
+        ),
+        (f"first {window} writes p50 / p95 ms", f"{first['p50']} / {first['p95']}", ""),
+        (f"last {window} writes p50 / p95 ms", f"{last['p50']} / {last['p95']}", ""),
+        (
+            "last / first (p50, p95)",
+            f"{sc['last_to_first_p50_ratio']}, {sc['last_to_first_p95_ratio']}",
+            f"≤ {g['last_to_first_ratio_at_most']}",
+        ),
+        ("stack RSS max MB (MiniLM loaded)", str(sc["rss_mb"]["max"]), f"≤ {g['rss_mb_at_most']}"),
+        ("data folder / database MB", f"{sc['data_folder_mb']} / {sc['database_mb']}", ""),
+        (
+            "restart to healthy s",
+            str(sc["restart_healthy_s"]),
+            f"≤ {g['restart_healthy_s_at_most']}",
+        ),
+        (
+            f"{tu['turns']} turns loaded and indexed, turns/s",
+            str(tu["turns_per_s_indexed"]),
+            f"≥ {g['turns_per_s_at_least']} (Mem0 2.2: {tu['peer_mem0_turns_per_s']})",
+        ),
+    ]
+    return [
+        f"## Embedded store at scale ({sc['memories']:,} memories, {sc['subjects']} subjects, "
+        f"{sc['writers']} clients over HTTP)",
+        "",
+        "| measure | measured | goal |",
+        "|---|---|---|",
+        *[f"| {a} | {b} | {c} |" for a, b, c in rows],
+        "",
+        f"{sc['acknowledged']:,} writes acknowledged, {sc['errors']} errors, "
+        f"{sc['writes_per_s']} writes/s; readable after restart: "
+        f"{sc['readable_after_restart']}.",
+        "",
+    ]
 
 
 if __name__ == "__main__":

@@ -105,7 +105,7 @@ def load_mutants() -> list[Any]:
     module: ModuleType = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # dataclasses look their module up while defining
     spec.loader.exec_module(module)
-    mutants = list(module.MUTANTS)
+    mutants = list(module.ALL)
     ids = [m.id for m in mutants]
     duplicates = sorted({i for i in ids if ids.count(i) > 1})
     if duplicates:

@@ -45,8 +45,11 @@ class Settings(BaseSettings):
     store: Literal["dynamodb", "sqlite"] = "dynamodb"
     #: Local mode's data folder: the database file, encrypted objects, the index.
     data_dir: str | None = None
-    #: Local mode: where the local server serves signed object URLs (``/_objects/``).
-    local_objects_url: str = "http://127.0.0.1:8787/_objects"
+    #: The embedded store's durability: ``normal`` keeps every acknowledged write through a
+    #: crash of the process; ``full`` also through a power cut (an fsync per commit).
+    sqlite_synchronous: Literal["normal", "full"] = "normal"
+    #: Local mode: the local server's address; it serves signed object URLs at ``/_objects/``.
+    local_url: str = "http://127.0.0.1:8787"
     #: Another DynamoDB-compatible endpoint (the local stack, DynamoDB Local); unset on AWS.
     dynamodb_endpoint: str | None = None
 

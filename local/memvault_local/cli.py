@@ -9,6 +9,7 @@ import os
 import sys
 import uuid
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
@@ -186,6 +187,29 @@ def cmd_run(args: argparse.Namespace) -> int:
     return run(StackOptions(host=args.host, port=args.port), sys.stdout)
 
 
+def cmd_doctor(args: argparse.Namespace) -> int:
+    from memvault.config import Settings
+    from memvault.embeddings import embedder_from_settings
+    from memvault.storage.sqlite.db import Database
+    from memvault.storage.sqlite.schema import MIGRATIONS
+    from memvault.wiring import search_index
+    from memvault_local.devkeys import data_home
+    from memvault_local.doctor import doctor
+    from memvault_local.stack import _local_defaults
+
+    settings = Settings(**_local_defaults(data_home(), "http://127.0.0.1"))
+    path = Path(settings.data_dir or "") / "memvault.db"
+    if not path.exists():
+        print(f"no embedded store at {path}: nothing to check", file=sys.stderr)
+        return 2
+    db = Database(path, MIGRATIONS)
+    try:
+        index = None if args.no_index else search_index(settings, embedder_from_settings(settings))
+        return doctor(db, index, sys.stdout)
+    finally:
+        db.close()
+
+
 def cmd_dev_token(args: argparse.Namespace) -> int:
     from memvault_local.devkeys import DevKey
 
@@ -234,6 +258,12 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--host", default=os.environ.get("MEMVAULT_HOST", "127.0.0.1"))
     run.add_argument("--port", type=int, default=int(os.environ.get("MEMVAULT_PORT", "8787")))
     run.set_defaults(func=cmd_run)
+
+    doc = commands.add_parser(
+        "doctor", help="check the embedded store's invariants and the index against it"
+    )
+    doc.add_argument("--no-index", action="store_true", help="check the database only")
+    doc.set_defaults(func=cmd_doctor)
 
     tok = commands.add_parser("dev-token", help="mint a token that the local stack accepts")
     tok.add_argument("--tenant", required=True)

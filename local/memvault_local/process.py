@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import socket
 import subprocess
 import sys
@@ -60,6 +61,20 @@ class RunningStack:
         if self.process.poll() is None:
             self.process.kill()
             self.process.wait()
+
+    @property
+    def port(self) -> int:
+        return int(self.url.rsplit(":", 1)[1])
+
+    def interrupt(self, timeout: float = 30) -> str:
+        """Ctrl-C: SIGINT, then wait for the clean stop; what it printed after the banner."""
+        self.process.send_signal(signal.SIGINT)
+        return self.finish(timeout)
+
+    def kill9(self, timeout: float = 30) -> None:
+        """A crash: SIGKILL, so no clean-up of any kind runs (no commit, no checkpoint)."""
+        self.process.send_signal(signal.SIGKILL)
+        self.finish(timeout)
 
 
 def start_stack(home: Path, port: int | None = None, **extra_env: str) -> RunningStack:

@@ -155,8 +155,8 @@ def _local_defaults(home: Path, url: str) -> dict[str, Any]:
     defaults["data_dir"] = str(data)
     if "MEMVAULT_STORE" not in env:
         defaults["store"] = "sqlite"
-    if "MEMVAULT_LOCAL_OBJECTS_URL" not in env:
-        defaults["local_objects_url"] = f"{url}/_objects"
+    if "MEMVAULT_LOCAL_URL" not in env:
+        defaults["local_url"] = url
     return defaults
 
 

@@ -21,7 +21,7 @@ from memvault.errors import NotFound
 from memvault.models.memory import CopyState, DeletionState, Memory, MemoryPatch
 from memvault.models.recall import RecallRequest
 from memvault.search.backend import SearchFilter
-from memvault.services.deletion import PurgeRunner, default_steps
+from memvault.services.deletion import PurgeRunner
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 
@@ -38,10 +38,10 @@ class RecordingLauncher:
         self.launched.append(deletion_id)
 
 
-@pytest.fixture
-def rig() -> Iterator[RecallRig]:
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
     with mock_aws():
-        yield make_rig("embedded", EMBEDDER, recall_relevance_floor=0.1)
+        yield make_rig("embedded", EMBEDDER, recall_relevance_floor=0.1, store=request.param)
 
 
 @pytest.fixture
@@ -201,8 +201,7 @@ def test_when_only_the_index_step_fails_the_live_document_left_behind_is_never_s
     job = rig.services.memory.delete(ctx(), "u-1", v2.memory_id)
     repo = rig.services.memory.repo
     steps = [
-        FailingIndexStep() if s.copy == "index" else s
-        for s in default_steps(repo, rig.clock, rig.services.artifacts, rig.index)
+        FailingIndexStep() if s.copy == "index" else s for s in rig.services.purge.handlers.values()
     ]
 
     failed = PurgeRunner(repo, rig.clock, steps, sleep=lambda s: None).run("acme", job.deletion_id)

@@ -43,6 +43,7 @@ def test_deleting_again_resumes_a_purge_that_failed(service: MemoryService, ddb:
     assert "must really go" not in stored_text(ddb)
 
 
+@pytest.mark.aws  # reads the DynamoDB items themselves
 def test_a_short_lived_new_version_does_not_orphan_a_longer_lived_old_one(
     service: MemoryService, clock: FakeClock
 ) -> None:
@@ -56,6 +57,7 @@ def test_a_short_lived_new_version_does_not_orphan_a_longer_lived_old_one(
     assert int(chain["ttl"]["N"]) >= int(v1.expires_at.timestamp())
 
 
+@pytest.mark.aws  # reads the DynamoDB items themselves
 def test_a_correction_with_a_longer_life_keeps_its_canonical_pointer_alive(
     service: MemoryService,
 ) -> None:
@@ -93,6 +95,7 @@ def test_a_write_that_loses_the_race_with_forget_is_refused_not_kept(
     assert service.list_memories(ctx(), "u-1").items == []
 
 
+@pytest.mark.aws  # reads the DynamoDB items themselves
 def test_listing_reads_whole_pages_not_one_item_at_a_time(service: MemoryService) -> None:
     v = service.write(ctx(), "u-1", a_write()).memory
     for i in range(40):

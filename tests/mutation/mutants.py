@@ -35,6 +35,101 @@ RACE = "tests/integration/test_idempotency_race.py"
 WINDOW = "tests/integration/test_before_the_purge.py"
 REBUILD = "tests/integration/test_embedded_rebuild.py"
 
+MEMORY_PORT = "tests/storage/test_memory_port.py"
+SESSIONS_PORT = "tests/storage/test_sessions_port.py"
+RUNS_PORT = "tests/storage/test_runs_port.py"
+CONCURRENCY = "tests/integration/test_concurrency.py"
+SQLITE_MEMORY = "layers/memvault/storage/sqlite/memory.py"
+
+#: The embedded store guards the same invariants with SQL inside one transaction; each of
+#: its conditions has a mutant too, killed by the SQLite variants of the same tests.
+SQLITE_MUTANTS: tuple[Mutant, ...] = (
+    Mutant(
+        id="sqlite-version-compare-and-set-dropped",
+        path=SQLITE_MEMORY,
+        original=(
+            "            elif chain is None or not chain.live or chain.current_version "
+            "!= new.expected_version:\n"
+        ),
+        replacement="            elif chain is None:\n",
+        kill=(
+            f"{MEMORY_PORT}::test_of_many_writers_at_one_version_exactly_one_wins[sqlite]",
+            f"{MEMORY_PORT}::test_a_correction_supersedes_the_previous_version_by_compare_and_set"
+            "[sqlite]",
+        ),
+        description="the embedded store extends a chain whatever version its head holds",
+    ),
+    Mutant(
+        id="sqlite-epoch-check-dropped",
+        path=SQLITE_MEMORY,
+        original="            if _epoch(conn, t, s) != m.subject_epoch:\n",
+        replacement="            if False:\n",
+        kill=(f"{MEMORY_PORT}::test_a_write_from_a_retired_epoch_is_refused[sqlite]",),
+        description="a write that lost the race with a forget is stored in the retired epoch",
+    ),
+    Mutant(
+        id="sqlite-tombstone-skips-current-version",
+        path=SQLITE_MEMORY,
+        original=(
+            "            _put_version(\n"
+            "                conn,\n"
+            "                {\n"
+            "                    **old,\n"
+            '                    "status": MemoryStatus.DELETED.value,\n'
+        ),
+        replacement=(
+            "            (lambda *_: None)(\n"
+            "                conn,\n"
+            "                {\n"
+            "                    **old,\n"
+            '                    "status": MemoryStatus.DELETED.value,\n'
+        ),
+        kill=(
+            f"{MEMORY_PORT}::test_a_tombstone_blocks_the_chain_and_releases_the_pointer[sqlite]",
+        ),
+        description="the embedded delete tombstones the chain head but leaves the version active",
+    ),
+    Mutant(
+        id="sqlite-tombstone-skips-chain-head",
+        path=SQLITE_MEMORY,
+        original=(
+            '                "UPDATE memory_chains SET state = ?, deletion_id = ?, updated_at = ?, '
+            'ttl = NULL "\n'
+        ),
+        replacement=(
+            '                "UPDATE memory_chains SET deletion_id = ?, deletion_id = ?, '
+            'updated_at = ?, ttl = NULL "\n'
+        ),
+        kill=(
+            f"{MEMORY_PORT}::test_a_tombstone_blocks_the_chain_and_releases_the_pointer[sqlite]",
+        ),
+        description="the embedded delete marks the version but leaves the chain head live",
+    ),
+    Mutant(
+        id="sqlite-session-append-sequence-unchecked",
+        path="layers/memvault/storage/sqlite/sessions.py",
+        original='            elif head is None or int(head["last_seq"]) != new.seq - 1:\n',
+        replacement="            elif head is None:\n",
+        kill=(
+            f"{SESSIONS_PORT}::test_concurrent_appends_each_get_their_own_sequence_number[sqlite]",
+        ),
+        description="two appends read the same head and both store a message",
+    ),
+    Mutant(
+        id="sqlite-run-advance-version-unchecked",
+        path="layers/memvault/storage/sqlite/runs.py",
+        original=(
+            "            if _head_version(conn, tenant_id, cp.run_id) != step.expected_version:\n"
+        ),
+        replacement="            if False:\n",
+        kill=(
+            f"{RUNS_PORT}::test_of_64_workers_at_one_expected_version_exactly_one_advances[sqlite]",
+            f"{RUNS_PORT}::test_an_advance_at_a_stale_version_is_refused_and_writes_nothing[sqlite]",
+        ),
+        description="a run advances from a version it no longer holds",
+    ),
+)
+
 MUTANTS: tuple[Mutant, ...] = (
     # 1. The tenant comes from the verified identity only, never from a header.
     Mutant(
@@ -47,9 +142,9 @@ MUTANTS: tuple[Mutant, ...] = (
             '    return Claims.parse({**context, "tenant_id": tenant}).access_context()\n'
         ),
         kill=(
-            f"{TENANT_API}::test_a_tenant_header_does_not_move_a_write_to_another_tenant",
-            f"{TENANT_API}::test_a_tenant_header_does_not_reach_another_tenants_memories",
-            f"{TENANT_API}::test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only",
+            f"{TENANT_API}::test_a_tenant_header_does_not_move_a_write_to_another_tenant[dynamodb]",
+            f"{TENANT_API}::test_a_tenant_header_does_not_reach_another_tenants_memories[dynamodb]",
+            f"{TENANT_API}::test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only[dynamodb]",
         ),
         description="the handler's access context prefers an X-Tenant-Id header",
     ),
@@ -65,8 +160,8 @@ MUTANTS: tuple[Mutant, ...] = (
             "    return Claims.parse(raw).access_context()\n"
         ),
         kill=(
-            f"{TENANT_API}::test_a_tenant_header_does_not_move_a_write_to_another_tenant",
-            f"{TENANT_API}::test_a_tenant_header_does_not_reach_another_tenants_memories",
+            f"{TENANT_API}::test_a_tenant_header_does_not_move_a_write_to_another_tenant[dynamodb]",
+            f"{TENANT_API}::test_a_tenant_header_does_not_reach_another_tenants_memories[dynamodb]",
         ),
         description="the handler's access context takes the tenant from x-memvault-tenant",
     ),
@@ -86,14 +181,14 @@ MUTANTS: tuple[Mutant, ...] = (
             "                    )\n"
         ),
         kill=(
-            f"{TENANT_API}::test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only",
+            f"{TENANT_API}::test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only[dynamodb]",
         ),
         description="the local API Gateway stand-in lets a header override the token's tenant",
     ),
     # 2. One memory per request id, enforced inside the write's transaction.
     Mutant(
         id="idempotency-record-unconditional",
-        path="layers/memvault/storage/memory_repo.py",
+        path="layers/memvault/storage/dynamodb/memory.py",
         original=(
             '                                "ttl": int(new.idempotency_expires_at.timestamp()),\n'
             "                            }\n"
@@ -106,8 +201,8 @@ MUTANTS: tuple[Mutant, ...] = (
             "                        ),\n"
         ),
         kill=(
-            f"{RACE}::test_racing_retries_without_a_canonical_key_store_one_memory",
-            f"{RACE}::test_racing_retries_for_a_new_canonical_key_store_one_memory",
+            f"{RACE}::test_racing_retries_without_a_canonical_key_store_one_memory[dynamodb]",
+            f"{RACE}::test_racing_retries_for_a_new_canonical_key_store_one_memory[dynamodb]",
         ),
         description="the idempotency record is written without its attribute_not_exists "
         "condition: racing retries of one request store several memories",
@@ -118,7 +213,10 @@ MUTANTS: tuple[Mutant, ...] = (
         path="layers/memvault/services/recall.py",
         original="            and m.subject_epoch == epoch\n",
         replacement="",
-        kill=(f"{WINDOW}::test_a_forgotten_subject_is_recalled_nowhere_before_the_purge_runs",),
+        kill=(
+            f"{WINDOW}::test_a_forgotten_subject_is_recalled_nowhere_before_the_purge_runs[dynamodb]",
+            f"{WINDOW}::test_a_forgotten_subject_is_recalled_nowhere_before_the_purge_runs[sqlite]",
+        ),
         description="recall's re-validation drops the subject-epoch check",
     ),
     Mutant(
@@ -127,8 +225,8 @@ MUTANTS: tuple[Mutant, ...] = (
         original="            and m.status is MemoryStatus.ACTIVE\n",
         replacement="",
         kill=(
-            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs",
-            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge",
+            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs[dynamodb]",
+            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge[dynamodb]",
         ),
         description="recall's re-validation drops the status check (a deleted or candidate "
         "version the index still holds comes back)",
@@ -136,20 +234,20 @@ MUTANTS: tuple[Mutant, ...] = (
     # 4. A delete blocks every version at once, before the purge.
     Mutant(
         id="tombstone-skips-current-version",
-        path="layers/memvault/storage/memory_repo.py",
+        path="layers/memvault/storage/dynamodb/memory.py",
         # The transaction item is built but never added.
         original='        tx.add(\n            "current",\n',
         replacement='        (lambda *_: None)(\n            "current",\n',
         kill=(
-            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs",
-            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge",
+            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs[dynamodb]",
+            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge[dynamodb]",
         ),
         description="the delete tombstones the chain head but leaves the current version "
         "active: list and recall serve it until the purge runs",
     ),
     Mutant(
         id="tombstone-skips-chain-head",
-        path="layers/memvault/storage/memory_repo.py",
+        path="layers/memvault/storage/dynamodb/memory.py",
         original=(
             "        tx.add(\n"
             '            "chain",\n'
@@ -167,8 +265,8 @@ MUTANTS: tuple[Mutant, ...] = (
             '                    "Key": key(pk, keys.chain_sk(chain.chain_id)),\n'
         ),
         kill=(
-            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs",
-            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge",
+            f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs[dynamodb]",
+            f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge[dynamodb]",
         ),
         description="the delete marks the current version but not the chain head: the "
         "older versions stay readable (export) until the purge runs",
@@ -177,13 +275,12 @@ MUTANTS: tuple[Mutant, ...] = (
         id="recall-reads-purged-tombstones",
         path="layers/memvault/services/recall.py",
         original=(
-            '            if found is None or found.get("type") != "memory" '
-            'or found["chain_id"] in seen:\n'
+            "            if found is None or found.memory is None or found.chain_id in seen:\n"
         ),
-        replacement='            if found is None or found["chain_id"] in seen:\n',
+        replacement="            if found is None or found.chain_id in seen:\n",
         kill=(
             f"{WINDOW}::test_when_only_the_index_step_fails"
-            "_the_live_document_left_behind_is_never_served",
+            "_the_live_document_left_behind_is_never_served[dynamodb]",
         ),
         description="recall's re-validation reads a purged (ids-only) version as a memory "
         "(recall fails instead of dropping the index's leftover document)",
@@ -232,15 +329,16 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     # The write policy holds under concurrency: no scan runs without its plugins.
     Mutant(
-        id="secret-scan-without-lock",
+        id="secret-scan-unconfigured",
         path="layers/memvault/policy/secrets.py",
-        original="        _SETTINGS_LOCK,\n",
-        replacement="",
+        original="    _configure()\n    for field, text in fields:\n",
+        replacement="    for field, text in fields:\n",
         kill=(
+            "tests/unit/test_write_policy.py::test_secrets_are_found_in_tags_scope_and_source_ref_too",
             "tests/unit/test_write_policy.py::test_concurrent_writes_never_skip_the_secret_scan",
         ),
-        description="concurrent secret scans share detect-secrets' global settings without "
-        "a lock: one thread's restore leaves another's scan with no plugins",
+        description="scans run on detect-secrets' unconfigured settings (no plugins): "
+        "credentials are stored",
     ),
     # 6. Only the subject's own activity appends to, and renews, their session.
     Mutant(
@@ -254,10 +352,12 @@ MUTANTS: tuple[Mutant, ...] = (
         replacement="        ctx.require(Scope.SESSIONS_WRITE)\n        secrets = find_secrets(",
         kill=(
             "tests/integration/test_sessions.py"
-            "::test_another_subjects_token_cannot_append_nor_renew_the_idle_clock",
+            "::test_another_subjects_token_cannot_append_nor_renew_the_idle_clock[sqlite]",
             "tests/api/test_sessions_runs_context_api.py"
-            "::test_another_subjects_token_is_refused_a_sessions_append",
+            "::test_another_subjects_token_is_refused_a_sessions_append[sqlite]",
         ),
         description="a token for another subject appends to the session and renews its idle clock",
     ),
 )
+
+ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)

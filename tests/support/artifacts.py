@@ -1,4 +1,6 @@
-"""Uploading and committing an artifact the way a client does (moto serves the URLs)."""
+"""Uploading and committing an artifact the way a client does: to S3's presigned URL (moto
+serves it), or to the embedded object store's signed URL through the local object server
+(in process, as the local stack mounts it)."""
 
 from __future__ import annotations
 
@@ -24,6 +26,21 @@ def committed_artifact(
         ),
     )
     assert out.upload is not None
-    requests.put(out.upload.url, data=data, headers=out.upload.headers, timeout=10)
+    put(artifacts, out.upload.url, data, out.upload.headers)
     artifacts.commit(who, subject, out.artifact_id)
     return out.artifact_id, sha
+
+
+def put(artifacts: ArtifactService, url: str, data: bytes, headers: dict[str, str]) -> int:
+    """PUT the bytes to an upload URL, as the client holding it would."""
+    from memvault.storage.local.objects import LocalObjectStore
+
+    if isinstance(artifacts.objects, LocalObjectStore):
+        from werkzeug.test import Client
+
+        from memvault_local.objects_app import ObjectsApp
+
+        path = url.removeprefix(artifacts.objects.base_url)
+        answer = Client(ObjectsApp(artifacts.objects)).put(path, data=data, headers=headers)
+        return int(answer.status_code)
+    return int(requests.put(url, data=data, headers=headers, timeout=10).status_code)

@@ -6,6 +6,7 @@ records the indexer sees are the ones DynamoDB produced for our writes.
 
 from __future__ import annotations
 
+import tempfile
 import uuid
 from dataclasses import dataclass
 from typing import Any
@@ -20,9 +21,11 @@ from memvault.search.embedded import EmbeddedIndex
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.stream_handler import handle
+from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import create_tables
 from memvault.wiring import Services, build_services, table_names
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
+from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
 from tests.support.harness import FakeClock, SerializedClient
 
@@ -34,7 +37,8 @@ class RecallRig:
     services: Services
     index: SearchIndex
     indexer: Indexer
-    pump: StreamPump
+    #: The change feed's pump: DynamoDB Streams (moto) or the embedded store's outbox.
+    pump: StreamPump | OutboxPump
     client: Any
     clock: FakeClock
     settings: Settings
@@ -74,10 +78,16 @@ def make_rig(
     opensearch_url: str | None = None,
     prefix: str = "rc-",
     clock: FakeClock | None = None,
+    store: str = "dynamodb",
     **settings: Any,
 ) -> RecallRig:
-    """Inside an active ``mock_aws``: tables, services, indexer and pump for ``backend``."""
+    """Inside an active ``mock_aws``: tables, services, indexer and pump for ``backend``.
+
+    With ``store="sqlite"`` the services run on the embedded store in a temporary folder
+    and the outbox pump feeds the indexer, as in local mode."""
     client = SerializedClient(boto3.client("dynamodb", region_name="us-east-1"))
+    if store == "sqlite":
+        settings = {"store": "sqlite", "data_dir": tempfile.mkdtemp(prefix="rig-"), **settings}
     cfg = Settings(table_prefix=prefix, artifacts_bucket=f"{prefix}artifacts", **settings)
     create_tables(client, prefix)
     s3 = boto3.client("s3", region_name="us-east-1")
@@ -96,6 +106,11 @@ def make_rig(
         cfg, client=client, clock=clock, s3=s3, keys=keys, search=index, embedder=embedder
     )
     services.purge.sleep = lambda seconds: None
+    if store == "sqlite":
+        indexer = Indexer(index, embedder, services.stores.memory, clock)
+        feed = OutboxFeed(services.stores.database)
+        outbox = OutboxPump(feed, indexer, backoff_seconds=0.0)
+        return RecallRig(services, index, indexer, outbox, client, clock, cfg)
     indexer = Indexer(index, embedder, DynamoMemoryStore(Dynamo(client, table_names(cfg))), clock)
     pump = StreamPump(
         client,

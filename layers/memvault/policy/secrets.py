@@ -14,13 +14,28 @@ from functools import lru_cache
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.core.scan import scan_line
-from detect_secrets.settings import transient_settings
+from detect_secrets.settings import cache_bust, configure_settings_from_baseline, get_plugins
 
 _DISABLED = {"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"}
-#: detect-secrets keeps its settings (the plugins a scan uses) in one global, which
-#: ``transient_settings`` replaces and restores: two threads scanning at once would see
-#: each other's restore, and a scan could run with no plugin at all (a missed credential).
+#: detect-secrets keeps its settings (the plugins a scan uses) in one process-wide global.
+#: Swapping them per scan (``transient_settings``) costs milliseconds and races: two
+#: threads scanning at once see each other's restore, and a scan can run with no plugin at
+#: all (a missed credential). memvault is the only user of detect-secrets in its process,
+#: so the settings are configured once, under this lock, and never swapped again.
 _SETTINGS_LOCK = threading.Lock()
+_configured = threading.Event()
+
+
+def _configure() -> None:
+    if _configured.is_set():
+        return
+    with _SETTINGS_LOCK:
+        if _configured.is_set():
+            return
+        cache_bust()
+        configure_settings_from_baseline({"plugins_used": list(_plugins()), "filters_used": []})
+        get_plugins()  # build the plugin cache before any scan reads it
+        _configured.set()
 
 
 @dataclass(frozen=True)
@@ -42,15 +57,12 @@ def find_secrets(fields: Iterable[tuple[str, str]]) -> list[SecretFinding]:
     seen: set[tuple[str, str]] = set()
     # No filters: detect-secrets' heuristics exist to cut noise in source code,
     # and here a false negative stores a credential.
-    with (
-        _SETTINGS_LOCK,
-        transient_settings({"plugins_used": list(_plugins()), "filters_used": []}),
-    ):
-        for field, text in fields:
-            for line in text.splitlines() or [text]:
-                for secret in scan_line(line):
-                    key = (field, str(secret.type))
-                    if key not in seen:
-                        seen.add(key)
-                        findings.append(SecretFinding(field=field, secret_type=str(secret.type)))
+    _configure()
+    for field, text in fields:
+        for line in text.splitlines() or [text]:
+            for secret in scan_line(line):
+                key = (field, str(secret.type))
+                if key not in seen:
+                    seen.add(key)
+                    findings.append(SecretFinding(field=field, secret_type=str(secret.type)))
     return findings

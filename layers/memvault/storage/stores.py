@@ -72,7 +72,7 @@ def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     from memvault.storage.sqlite.sessions import SqliteSessionStore
 
     folder = data_folder(settings)
-    database = Database(folder / "memvault.db", MIGRATIONS)
+    database = Database(folder / "memvault.db", MIGRATIONS, synchronous=settings.sqlite_synchronous)
     memory = SqliteMemoryStore(database, add_reference=sqlite_artifacts.add_reference)
     sessions = SqliteSessionStore(database)
     runs = SqliteRunStore(database, reference_artifact=sqlite_artifacts.add_reference)
@@ -82,7 +82,7 @@ def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
         sessions=sessions,
         runs=runs,
         artifacts=artifacts,
-        objects=LocalObjectStore(folder, settings.local_objects_url, clock),
+        objects=LocalObjectStore(folder, settings.local_url, clock),
         database=database,
         sweepers=[memory, sessions, runs, artifacts],
     )

@@ -610,7 +610,10 @@ class SqliteMemoryStore:
             }
             if old == tombstone or old.get("type") == "memory-tombstone":
                 return
-            _put_version(conn, tombstone, old)
+            # The change's image before is ids and version only: the indexer needs the
+            # version to outrank the live document, and the content must not outlive
+            # the purge in the outbox (until pruned) when it is gone from the table.
+            _put_version(conn, tombstone, {k: old[k] for k in _PURGED_IMAGE if k in old})
             # The outbox rows that carried this version's content go with it: the change
             # just emitted (ids only) is what consumers still need.
             conn.execute(
@@ -726,6 +729,11 @@ class SqliteMemoryStore:
             body["completed_at"] = iso(at) if state is DeletionState.COMPLETED else None
             body["updated_at"] = iso(at)
 
+        if state is DeletionState.COMPLETED:
+            # COMPLETED means gone from disk: the purged rows were overwritten in place
+            # (secure_delete), but the WAL still holds the frames written before the
+            # purge until a checkpoint; empty it before the job says COMPLETED.
+            self.db.purge_files()
         self._update_job(tenant_id, deletion_id, change)
 
     # ------------------------------------------------------------------ audit
@@ -842,6 +850,10 @@ def _many(
             (tenant_id, subject_id, *part),
         ).fetchall()
     return rows
+
+
+#: What a purge's change keeps of the version it replaced (no content, no metadata).
+_PURGED_IMAGE = ("type", "tenant_id", "subject_id", "memory_id", "chain_id", "version", "status")
 
 
 def _put_version(
