@@ -43,8 +43,8 @@ def test_the_printed_curl_example_works_as_printed(stack: RunningStack) -> None:
 
 
 def test_the_banner_says_what_runs_where(stack: RunningStack) -> None:
-    assert "moto at http://127.0.0.1:" in stack.banner
-    assert "memvault-memory" in stack.banner
+    assert f"embedded: {stack.home / 'data' / 'memvault.db'} (SQLite, WAL)" in stack.banner
+    assert "moto" not in stack.banner
     assert str(stack.home / "dev-signing-key.pem") in stack.banner
 
 
@@ -277,7 +277,7 @@ def test_forgetting_a_subject_leaves_nothing_in_list_recall_export_or_index(
     assert client.call("GET", f"{base}/export").body["memories"] == []
     recall = client.call("POST", f"{base}/recall", body={"query": "where does the cat sleep"})
     assert recall.status == 200 and recall.body["items"] == []
-    on_disk = "".join(p.read_text() for p in (stack.home / "index").glob("*.jsonl"))
+    on_disk = "".join(p.read_text() for p in (stack.home / "data" / "index").glob("*.jsonl"))
     assert "radiator" not in on_disk and "window seats" not in on_disk
     assert "forget-1" in on_disk  # its tombstones (ids only) are there
 
