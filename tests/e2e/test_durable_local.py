@@ -18,6 +18,7 @@ import urllib.request
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -30,13 +31,13 @@ from memvault_local.doctor import doctor
 from memvault_local.process import RunningStack, start_stack
 
 #: The hashing embedder keeps these tests fast; nothing here is about ranking quality.
-ENV = {"MEMVAULT_EMBEDDING_MODEL": "hashing"}
+EMBEDDING_MODEL = "hashing"
 SCOPES = "memory:read memory:write memory:delete sessions:write runs:write artifacts:write"
 TENANT = "local"
 
 
 def _start(home: Path) -> RunningStack:
-    return start_stack(home, **ENV)
+    return start_stack(home, MEMVAULT_EMBEDDING_MODEL=EMBEDDING_MODEL)
 
 
 def _client(stack: RunningStack, subject: str) -> ApiClient:
@@ -305,9 +306,9 @@ def test_a_restart_on_the_same_home_keeps_every_record_and_the_index(tmp_path: P
         ids["artifact"] = _upload(api, subject, "keep-art", data)
 
         # The indexer has caught up, so no read can legitimately change from here on.
-        for name in ("tz", "tea"):
+        for path in (f"{base}/memories/{ids['tz']}", f"{base}/memories/{ids['tea']}"):
             _until(
-                lambda name=name: api.call("GET", f"{base}/memories/{ids[name]}"),  # type: ignore[misc]
+                partial(api.call, "GET", path),
                 lambda a: a.body.get("index_status") == "indexed",
             )
         recalled_before = {

@@ -613,7 +613,7 @@ class SqliteMemoryStore:
             # The change's image before is ids and version only: the indexer needs the
             # version to outrank the live document, and the content must not outlive
             # the purge in the outbox (until pruned) when it is gone from the table.
-            _put_version(conn, tombstone, {k: old[k] for k in _PURGED_IMAGE if k in old})
+            _put_version(conn, tombstone, _ids_only(old))
             # The outbox rows that carried this version's content go with it: the change
             # just emitted (ids only) is what consumers still need.
             conn.execute(
@@ -799,7 +799,9 @@ class SqliteMemoryStore:
                                 r["tenant_id"],
                                 r["subject_id"],
                                 None,
-                                loads(r["body"]),
+                                # Ids and version only: the indexer needs no more to
+                                # tombstone it, and the content is gone from the table.
+                                _ids_only(loads(r["body"])),
                                 service_delete=True,
                             )
                 removed += len(rows)
@@ -854,6 +856,10 @@ def _many(
 
 #: What a purge's change keeps of the version it replaced (no content, no metadata).
 _PURGED_IMAGE = ("type", "tenant_id", "subject_id", "memory_id", "chain_id", "version", "status")
+
+
+def _ids_only(record: dict[str, Any]) -> dict[str, Any]:
+    return {k: record[k] for k in _PURGED_IMAGE if k in record}
 
 
 def _put_version(
