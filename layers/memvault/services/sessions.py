@@ -9,6 +9,8 @@ until then. Reads check both clocks at read time, since the store's expiry is la
 
 from __future__ import annotations
 
+import random
+import time
 from datetime import datetime, timedelta
 
 from memvault.clock import Clock, iso
@@ -34,6 +36,9 @@ from memvault.storage.ports.sessions import (
     StoredSummary,
 )
 
+#: Compare-and-set rounds an append tries before answering 409: enough for dozens of
+#: writers appending to one session at once.
+_APPEND_ATTEMPTS = 64
 _NOT_FOUND = "no live session with this id for this subject"
 _SESSION_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
 
@@ -65,7 +70,11 @@ class SessionService:
                 "the message contains what looks like a credential; it is not kept",
                 {"findings": [{"field": s.field, "type": s.secret_type} for s in secrets]},
             )
-        for _ in range(5):
+        for attempt in range(_APPEND_ATTEMPTS):
+            if attempt:
+                # Appends to one session race on its head; every round lets one through,
+                # and a little jitter keeps the losers from colliding again in lockstep.
+                time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))  # noqa: S311
             now = self.clock.now()
             head = self.store.head(ctx.tenant_id, subject_id, session_id)
             replay = self.store.receipt(ctx.tenant_id, subject_id, session_id, msg.request_id)

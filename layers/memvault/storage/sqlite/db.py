@@ -69,7 +69,15 @@ OUTBOX_SCHEMA = (
 
 
 class Database:
-    """A SQLite file with a connection per thread."""
+    """A SQLite file and a small pool of connections.
+
+    A connection is leased for one transaction and handed back after it, so that any
+    number of short-lived threads (a threaded HTTP server starts one per connection) share
+    a few connections instead of each opening, and leaking, its own."""
+
+    #: Connections kept open between transactions; more are opened under load and closed
+    #: when handed back to a full pool.
+    IDLE_CONNECTIONS = 8
 
     def __init__(
         self,
@@ -83,76 +91,91 @@ class Database:
         self.synchronous = synchronous.upper()
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._local = threading.local()
-        self._all: list[sqlite3.Connection] = []
-        self._all_lock = threading.Lock()
+        self._idle: list[sqlite3.Connection] = []
+        self._lock = threading.Lock()
+        self._closed = False
         self.migrate(migrations)
 
     # ------------------------------------------------------------------ connections
 
-    def _connection(self) -> sqlite3.Connection:
-        conn: sqlite3.Connection | None = getattr(self._local, "conn", None)
-        if conn is None:
-            # Each thread uses only its own connection; ``check_same_thread`` is off so
-            # that ``close()`` may close them all from the thread that stops the store.
-            conn = sqlite3.connect(
-                self.path,
-                isolation_level=None,
-                timeout=BUSY_TIMEOUT_MS / 1000,
-                check_same_thread=False,
-            )
-            conn.row_factory = sqlite3.Row
-            conn.execute("PRAGMA journal_mode=WAL")
-            # In WAL mode NORMAL keeps every committed transaction through a crash of the
-            # process (kill -9 included): the WAL is fsynced at each checkpoint, not at each
-            # commit. FULL (``synchronous="full"``) also survives a power cut, at an fsync
-            # per commit.
-            conn.execute(f"PRAGMA synchronous={self.synchronous}")
-            conn.execute("PRAGMA secure_delete=ON")
-            conn.execute("PRAGMA foreign_keys=ON")
-            conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
-            self._local.conn = conn
-            with self._all_lock:
-                self._all.append(conn)
+    def _open(self) -> sqlite3.Connection:
+        # A leased connection is used by one thread at a time; ``check_same_thread`` is
+        # off because the next lease may be another thread's.
+        conn = sqlite3.connect(
+            self.path,
+            isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            check_same_thread=False,
+        )
+        conn.row_factory = sqlite3.Row
+        conn.execute("PRAGMA journal_mode=WAL")
+        # In WAL mode NORMAL keeps every committed transaction through a crash of the
+        # process (kill -9 included): the WAL is fsynced at each checkpoint, not at each
+        # commit. FULL (``synchronous="full"``) also survives a power cut, at an fsync
+        # per commit.
+        conn.execute(f"PRAGMA synchronous={self.synchronous}")
+        conn.execute("PRAGMA secure_delete=ON")
+        conn.execute("PRAGMA foreign_keys=ON")
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         return conn
 
-    def close(self) -> None:
-        with self._all_lock:
-            for conn in self._all:
+    @contextmanager
+    def _lease(self) -> Iterator[sqlite3.Connection]:
+        with self._lock:
+            if self._closed:
+                raise InternalError("the local store is closed")
+            conn = self._idle.pop() if self._idle else None
+        if conn is None:
+            conn = self._open()
+        try:
+            yield conn
+        finally:
+            if conn.in_transaction:  # never hand back a connection mid-transaction
+                conn.execute("ROLLBACK")
+            with self._lock:
+                keep = not self._closed and len(self._idle) < self.IDLE_CONNECTIONS
+                if keep:
+                    self._idle.append(conn)
+            if not keep:
                 conn.close()
-            self._all.clear()
-        self._local = threading.local()
+
+    def close(self) -> None:
+        with self._lock:
+            self._closed = True
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            conn.close()
 
     # ------------------------------------------------------------------ transactions
 
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: the write lock first, then reads, checks and writes."""
-        conn = self._connection()
-        try:
-            conn.execute("BEGIN IMMEDIATE")
-        except sqlite3.OperationalError as err:
-            raise _mapped(err) from err
-        try:
-            yield conn
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
-        try:
-            conn.execute("COMMIT")
-        except sqlite3.OperationalError as err:
-            conn.execute("ROLLBACK")
-            raise _mapped(err) from err
+        with self._lease() as conn:
+            try:
+                conn.execute("BEGIN IMMEDIATE")
+            except sqlite3.OperationalError as err:
+                raise _mapped(err) from err
+            try:
+                yield conn
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            try:
+                conn.execute("COMMIT")
+            except sqlite3.OperationalError as err:
+                conn.execute("ROLLBACK")
+                raise _mapped(err) from err
 
     @contextmanager
     def read(self) -> Iterator[sqlite3.Connection]:
         """One consistent snapshot for several reads."""
-        conn = self._connection()
-        conn.execute("BEGIN")
-        try:
-            yield conn
-        finally:
-            conn.execute("COMMIT")
+        with self._lease() as conn:
+            conn.execute("BEGIN")
+            try:
+                yield conn
+            finally:
+                conn.execute("COMMIT")
 
     def run(self, fn: Callable[[sqlite3.Connection], Any]) -> Any:
         with self.write() as conn:
@@ -161,7 +184,8 @@ class Database:
     # ------------------------------------------------------------------ schema
 
     def schema_version(self) -> int:
-        return int(self._connection().execute("PRAGMA user_version").fetchone()[0])
+        with self._lease() as conn:
+            return int(conn.execute("PRAGMA user_version").fetchone()[0])
 
     def migrate(self, migrations: Sequence[Migration]) -> None:
         """Apply, in order, every migration above the file's schema version, each in its
@@ -215,11 +239,11 @@ class Database:
     def purge_files(self) -> None:
         """Checkpoint the WAL into the database and truncate it, so that content deleted
         (and overwritten by ``secure_delete``) is in no old WAL frame either."""
-        conn = self._connection()
-        for _ in range(3):  # a reader on an old snapshot past the busy timeout: try again
-            busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
-            if not busy:
-                return
+        with self._lease() as conn:
+            for _ in range(3):  # a reader on an old snapshot past the busy timeout: again
+                busy = conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchone()[0]
+                if not busy:
+                    return
 
 
 class OutboxFeed:
