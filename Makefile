@@ -21,7 +21,7 @@ $(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
 
 install: $(STAMP) ## create .venv and install memvault with its development tools
 
-run: $(STAMP) ## run the local stack: the HTTP API on 127.0.0.1:8787 over moto (no AWS account)
+run: $(STAMP) ## run the local stack: the HTTP API on 127.0.0.1:8787 on the embedded store (no AWS account)
 	$(BIN)/memvault run
 
 lint: $(STAMP) ## ruff lint and format check

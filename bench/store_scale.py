@@ -255,6 +255,12 @@ def scale() -> dict[str, Any]:
                 "GET", "/v1/subjects/user-3/memories", query={"limit": 5}
             )
             readable_after_restart = listed.status == 200 and len(listed.body["items"]) == 5
+            # Recall waits for the embedded index to load its log (in the background).
+            recalled = again.client(TENANT, "user-3").call(
+                "POST", "/v1/subjects/user-3/recall", body={"query": "tea in Berlin"}
+            )
+            first_recall_s = round(time.monotonic() - restarted, 2)
+            recall_after_restart = recalled.status == 200 and bool(recalled.body["items"])
         finally:
             again.interrupt(timeout=120)
     server = [r[1] for r in results]
@@ -279,6 +285,8 @@ def scale() -> dict[str, Any]:
         "database_mb": round(db_mb, 1),
         "restart_healthy_s": healthy_s,
         "readable_after_restart": readable_after_restart,
+        "restart_first_recall_s": first_recall_s,
+        "recall_after_restart": recall_after_restart,
         "goals": {
             "server_write_p50_ms": 5,
             "server_write_p95_ms": 15,

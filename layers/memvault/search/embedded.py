@@ -15,7 +15,8 @@ from __future__ import annotations
 import json
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -53,10 +54,32 @@ class EmbeddedIndex:
         self._views: dict[tuple[str, str], _SubjectView] = {}
         self._by_subject: dict[tuple[str, str], set[str]] = {}
         self._log: Path | None = None
+        #: Set once the log is replayed; every read and write waits for it, so that a
+        #: large index loads in the background while the store already serves.
+        self._ready = threading.Event()
         if folder is not None:
             Path(folder).mkdir(parents=True, exist_ok=True)
             self._log = Path(folder) / f"{name}.jsonl"
-            self._replay()
+            if self._log.exists():
+                threading.Thread(target=self._load, name=f"load-{name}", daemon=True).start()
+                return
+        self._ready.set()
+
+    def _load(self) -> None:
+        try:
+            with self._lock:
+                self._replay()
+        finally:
+            self._ready.set()
+
+    @contextmanager
+    def _locked(self) -> Iterator[None]:
+        self._ready.wait()
+        with self._lock:
+            yield
+
+    def loaded(self) -> bool:
+        return self._ready.is_set()
 
     # ----------------------------------------------------------------- persistence
 
@@ -74,7 +97,7 @@ class EmbeddedIndex:
 
     def reset(self) -> None:
         """Forget everything (the local stack does this when its table starts empty)."""
-        with self._lock:
+        with self._locked():
             self._docs.clear()
             self._views.clear()
             self._by_subject.clear()
@@ -95,7 +118,7 @@ class EmbeddedIndex:
     def apply(self, ops: Sequence[IndexOp]) -> list[OpResult]:
         results: list[OpResult] = []
         lines: list[str] = []
-        with self._lock:
+        with self._locked():
             for op in ops:
                 held = self._docs.get((op.tenant_id, op.doc_id))
                 if held is not None and held[0] >= op.version:
@@ -152,7 +175,7 @@ class EmbeddedIndex:
         import numpy as np
 
         started = time.perf_counter()
-        with self._lock:
+        with self._locked():
             view = self._view(flt.tenant_id, flt.subject_id)
         admitted = np.array([flt.admits(d) for d in view.docs], dtype=bool)
         keyword: list[Hit] = []
@@ -173,11 +196,11 @@ class EmbeddedIndex:
         )
 
     def get(self, tenant_id: str, chain_id: str) -> tuple[int, dict[str, Any]] | None:
-        with self._lock:
+        with self._locked():
             return self._docs.get((tenant_id, chain_id))
 
     def documents(self, tenant_id: str) -> dict[str, tuple[int, dict[str, Any]]]:
-        with self._lock:
+        with self._locked():
             return {i: v for (t, i), v in self._docs.items() if t == tenant_id}
 
     def refresh(self) -> None:
