@@ -170,6 +170,11 @@ def _store_lines(st: dict[str, Any]) -> list[str]:
             f"≤ {g['restart_healthy_s_at_most']}",
         ),
         (
+            "restart to first recall answered s (index loaded in the background)",
+            str(sc.get("restart_first_recall_s")),
+            "",
+        ),
+        (
             f"{tu['turns']} turns loaded and indexed, turns/s",
             str(tu["turns_per_s_indexed"]),
             f"≥ {g['turns_per_s_at_least']} (Mem0 2.2: {tu['peer_mem0_turns_per_s']})",
