@@ -28,15 +28,13 @@ from memvault.services.recall import RecallService
 from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
-from memvault.storage.dynamo import Dynamo
-from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage import tables
 from memvault.storage.s3.objects import TenantKeys
 from memvault.storage.stores import Stores, dynamodb_stores, sqlite_stores
-from memvault.storage.tables import ALL_TABLES, physical_name
 
 
 def table_names(settings: Settings) -> dict[str, str]:
-    return {spec.name: physical_name(spec, settings.table_prefix) for spec in ALL_TABLES}
+    return tables.table_names(settings.table_prefix)
 
 
 def dynamodb_client(settings: Settings) -> Any:
@@ -191,8 +189,8 @@ def build_indexer(
             "the indexer needs a search index: set MEMVAULT_SEARCH_ENDPOINT "
             "or MEMVAULT_SEARCH_BACKEND=embedded"
         )
-    db = Dynamo(client or dynamodb_client(settings), table_names(settings))
-    return Indexer(index, embedder, DynamoMemoryStore(db), clock or SystemClock())
+    clock = clock or SystemClock()
+    return Indexer(index, embedder, build_stores(settings, clock, client).memory, clock)
 
 
 def build_memory_service(

@@ -39,7 +39,7 @@ from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.storage.dynamodb.stream_handler import handle
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.storage.tables import ALL_TABLES, MEMORY, create_tables, physical_name
+from memvault.storage.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey, data_home
@@ -141,7 +141,7 @@ def _aws_environment(endpoint: str) -> None:
 
 
 def _missing_tables(client: Any, settings: Settings) -> list[str]:
-    names = [physical_name(s, settings.table_prefix) for s in ALL_TABLES]
+    names = list(table_names(settings.table_prefix).values())
     existing = set(client.list_tables().get("TableNames", []))
     return [n for n in names if n not in existing]
 

@@ -38,9 +38,9 @@ def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: An
     from memvault.storage.dynamodb.runs import DynamoRunStore
     from memvault.storage.dynamodb.sessions import DynamoSessionStore
     from memvault.storage.s3.objects import AliasKeys, S3ObjectStore
-    from memvault.storage.tables import ALL_TABLES, physical_name
+    from memvault.storage.tables import table_names
 
-    db = Dynamo(client, {s.name: physical_name(s, settings.table_prefix) for s in ALL_TABLES})
+    db = Dynamo(client, table_names(settings.table_prefix))
     s3 = s3 or boto3.client(
         "s3", region_name=settings.aws_region, config=Config(signature_version="s3v4")
     )

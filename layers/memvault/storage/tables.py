@@ -79,6 +79,11 @@ def physical_name(spec: TableSpec, prefix: str) -> str:
     return f"{prefix}{spec.name}"
 
 
+def table_names(prefix: str, specs: tuple[TableSpec, ...] = ALL_TABLES) -> dict[str, str]:
+    """Logical name -> physical name of every table."""
+    return {spec.name: physical_name(spec, prefix) for spec in specs}
+
+
 def create_table_request(spec: TableSpec, prefix: str) -> dict[str, Any]:
     """The ``CreateTable`` request for a spec (local stack and tests)."""
     request: dict[str, Any] = {
