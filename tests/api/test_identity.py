@@ -55,6 +55,104 @@ def test_clock_skew_is_tolerated_only_within_the_leeway(
         verifier.verify(issuer.token(lifetime=600, issued_ago=700))  # 100 s ago
 
 
+class _Clock:
+    def __init__(self) -> None:
+        import time
+
+        self.t = time.time()
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def _counting_decode(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    calls: list[int] = []
+    real = jwt.decode
+
+    def decode(*args: object, **kwargs: object) -> object:
+        calls.append(1)
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(jwt, "decode", decode)
+    return calls
+
+
+def test_a_token_once_verified_is_not_checked_again_within_its_life(
+    verifier: TokenVerifier, issuer: Issuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    calls = _counting_decode(monkeypatch)
+    token = issuer.token()
+    claims = [verifier.verify(token) for _ in range(5)]
+    assert len(calls) == 1
+    assert all(c == claims[0] for c in claims)
+
+
+def test_a_cached_token_is_refused_once_it_expires(
+    issuer: Issuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The cache keeps an entry no longer than the token's own exp (plus the leeway the
+    signature check allowed); past that the token goes through the full check again, which
+    refuses it as expired (covered by the leeway test above on the real clock)."""
+    from memvault.identity.tokens import VerifiedTokens
+
+    clock = _Clock()
+    calls = _counting_decode(monkeypatch)
+    with serve_jwks(issuer) as url:
+        plain = TokenVerifier.from_settings(
+            Settings(jwks_url=url, jwt_issuer=ISSUER, jwt_audience=AUDIENCE, jwt_leeway_seconds=60)
+        )
+        cached = TokenVerifier(
+            plain.keys,
+            issuer=ISSUER,
+            audience=AUDIENCE,
+            leeway=60,
+            verified=VerifiedTokens(ttl=10_000, now=clock),
+        )
+        token = issuer.token(lifetime=120)
+        cached.verify(token)
+        clock.t += 170  # 50 s past exp: inside the leeway, still answered from the cache
+        cached.verify(token)
+        assert len(calls) == 1
+        clock.t += 20  # 70 s past exp: beyond it, so the full check runs again
+        cached.verify(token)
+        assert len(calls) == 2
+
+
+def test_the_cache_keeps_an_entry_at_most_its_ttl_and_is_bounded(
+    verifier: TokenVerifier, issuer: Issuer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from memvault.identity.tokens import VerifiedTokens
+
+    clock = _Clock()
+    verifier.verified = VerifiedTokens(size=2, ttl=30, now=clock)
+    calls = _counting_decode(monkeypatch)
+    token = issuer.token()
+    verifier.verify(token)
+    clock.t += 31
+    verifier.verify(token)  # the ttl passed: checked again
+    assert len(calls) == 2
+    others = [issuer.token(sub=f"agent-{i}") for i in range(2)]
+    for other in others:
+        verifier.verify(other)
+    verifier.verify(token)  # evicted by the two newer tokens: checked again
+    assert len(calls) == 5
+
+
+def test_a_tampered_copy_of_a_verified_token_is_still_refused(
+    verifier: TokenVerifier, issuer: Issuer
+) -> None:
+    token = issuer.token()
+    verifier.verify(token)
+    header, _, signature = token.split(".")
+    forged = jwt.encode(
+        {**jwt.decode(token, options={"verify_signature": False}), "tenant_id": "other"},
+        "a-key-that-is-not-the-issuers-own-signing-key",
+        algorithm="HS256",
+    ).split(".")[1]
+    with pytest.raises(Unauthorized):
+        verifier.verify(f"{header}.{forged}.{signature}")
+
+
 def test_leeway_cannot_be_configured_beyond_five_minutes() -> None:
     with pytest.raises(ValueError, match="jwt_leeway_seconds"):
         Settings(jwt_leeway_seconds=3600)
