@@ -8,11 +8,17 @@ default):
   includes embedding and indexing (the peer figure: Mem0 2.2, same embedder, same
   machine kind, 33.6 turns/s).
 - *scale*: 100,000 memories over 10 subjects of one tenant (about 150 characters each),
-  written by 4 clients. Server-side time per write is the handler time the local
+  written one at a time by one client, as an agent writes its turns, while the indexer
+  embeds them beside it. Server-side time per write is the handler time the local
   gateway reports (``Server-Timing: handler``); the client's round trip is kept beside
-  it. The first and last 10,000 writes are compared as a ratio. The stack's RSS is
-  sampled throughout; the data folder's size is read at the end; then the stack is
-  stopped and started again on the same data, timed to its first healthy answer.
+  it. The first and last 10,000 writes are compared as a ratio. RSS is sampled
+  throughout for the stack's process and its embedding workers; the data folder's size
+  is read at the end; then the stack is stopped and started again on the same data,
+  timed to its first healthy answer.
+- *concurrent*: 10,000 more memories on a fresh folder by 4 clients at once: throughput,
+  and latency under concurrency. The API runs in one Python process, so 4 requests in
+  flight take turns on its interpreter lock and each one's server-side time includes
+  waiting for the others (by Little's law, about 4 / throughput).
 
 Figures are medians and percentiles, never asserted: the machine is shared and noisy.
 ``BENCH_MEMORIES`` and ``BENCH_TURNS`` shrink the runs for a quick look.
@@ -35,9 +41,11 @@ from memvault_local.evaluation import percentile
 from memvault_local.process import RunningStack, start_stack
 
 WRITERS = 4
+SCALE_WRITERS = 1
 SUBJECTS = 10
 TENANT = "bench"
 MEMORIES = int(os.environ.get("BENCH_MEMORIES", "100000"))
+CONCURRENT = int(os.environ.get("BENCH_CONCURRENT", "10000"))
 TURNS = int(os.environ.get("BENCH_TURNS", "5882"))
 WINDOW = min(10_000, MEMORIES // 4 or 1)
 PEER_TURNS_PER_S = 33.6
@@ -93,6 +101,13 @@ def _rss_mb(pid: int) -> float:
     except OSError:
         pass
     return 0.0
+
+
+def _children(pid: int) -> list[int]:
+    try:
+        return [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+    except OSError:
+        return []
 
 
 def _folder_mb(path: Path) -> float:
@@ -152,8 +167,10 @@ class Writer(threading.Thread):
         conn.close()
 
 
-def _write_all(stack: RunningStack, jobs: list[tuple[int, str, str]]) -> list[Writer]:
-    writers = [Writer(stack, jobs[i::WRITERS]) for i in range(WRITERS)]
+def _write_all(
+    stack: RunningStack, jobs: list[tuple[int, str, str]], count: int = WRITERS
+) -> list[Writer]:
+    writers = [Writer(stack, jobs[i::count]) for i in range(count)]
     for w in writers:
         w.start()
     return writers
@@ -218,17 +235,19 @@ def scale() -> dict[str, Any]:
         stack = start_stack(Path(home), MEMVAULT_EMBEDDING_MODEL="minilm")
         pid = stack.process.pid
         rss: list[float] = []
+        workers_rss: list[float] = []
         stop = threading.Event()
 
         def sample() -> None:
             while not stop.wait(1.0):
                 rss.append(_rss_mb(pid))
+                workers_rss.append(sum(_rss_mb(c) for c in _children(pid)))
 
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
             started = time.monotonic()
-            writers = _write_all(stack, jobs)
+            writers = _write_all(stack, jobs, SCALE_WRITERS)
             for w in writers:
                 w.join()
             elapsed = time.monotonic() - started
@@ -270,7 +289,7 @@ def scale() -> dict[str, Any]:
     return {
         "memories": MEMORIES,
         "subjects": SUBJECTS,
-        "writers": WRITERS,
+        "writers": SCALE_WRITERS,
         "acknowledged": len(results),
         "errors": sum(len(w.errors) for w in writers),
         "writes_per_s": round(len(results) / elapsed, 1),
@@ -281,6 +300,10 @@ def scale() -> dict[str, Any]:
         "last_to_first_p50_ratio": round(percentile(last, 50) / percentile(first, 50), 2),
         "last_to_first_p95_ratio": round(percentile(last, 95) / percentile(first, 95), 2),
         "rss_mb": {"max": round(max(rss or [0.0]), 1), "end": round((rss or [0.0])[-1], 1)},
+        "workers_rss_mb_max": round(max(workers_rss or [0.0]), 1),
+        "total_rss_mb_max": round(
+            max((a + b for a, b in zip(rss, workers_rss, strict=False)), default=0.0), 1
+        ),
         "data_folder_mb": round(size_mb, 1),
         "database_mb": round(db_mb, 1),
         "restart_healthy_s": healthy_s,
@@ -298,8 +321,33 @@ def scale() -> dict[str, Any]:
     }
 
 
+def concurrent() -> dict[str, Any]:
+    rng = random.Random(10_000)
+    jobs = [(n, f"user-{n % SUBJECTS}", _text(rng, n, 24)) for n in range(CONCURRENT)]
+    with tempfile.TemporaryDirectory() as home:
+        stack = start_stack(Path(home), MEMVAULT_EMBEDDING_MODEL="minilm")
+        try:
+            started = time.monotonic()
+            writers = _write_all(stack, jobs, WRITERS)
+            for w in writers:
+                w.join()
+            elapsed = time.monotonic() - started
+        finally:
+            stack.interrupt(timeout=120)
+    results = [r for w in writers for r in w.results]
+    return {
+        "memories": CONCURRENT,
+        "writers": WRITERS,
+        "acknowledged": len(results),
+        "errors": sum(len(w.errors) for w in writers),
+        "writes_per_s": round(len(results) / elapsed, 1),
+        "server_write_ms": _stats([r[1] for r in results]),
+        "client_write_ms": _stats([r[2] for r in results]),
+    }
+
+
 def run() -> dict[str, Any]:
-    return {"turns": turns(), "scale": scale()}
+    return {"turns": turns(), "scale": scale(), "concurrent": concurrent()}
 
 
 if __name__ == "__main__":

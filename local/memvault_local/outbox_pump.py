@@ -37,7 +37,7 @@ class OutboxPump:
         handler: ChangeHandler,
         *,
         consumer: str = CONSUMER,
-        batch_size: int = 100,
+        batch_size: int = 200,
         max_retries: int = 5,
         on_failure: Path | None = None,
         backoff_seconds: float = 0.2,

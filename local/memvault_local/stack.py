@@ -35,6 +35,7 @@ from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.clock import SystemClock
 from memvault.config import Settings
+from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.storage.dynamodb.stream_handler import handle
@@ -43,6 +44,7 @@ from memvault.storage.tables import MEMORY, create_tables, physical_name, table_
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey, data_home
+from memvault_local.embed_worker import WorkerEmbedder
 from memvault_local.objects_app import ObjectsApp
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
@@ -318,7 +320,7 @@ def _on_embedded_store(home: Path, url: str) -> _Local:
     pump = None
     if services.recall.index is not None:
         indexer = Indexer(
-            services.recall.index, services.recall.embedder, stores.memory, SystemClock()
+            services.recall.index, _indexing_embedder(services, local), stores.memory, SystemClock()
         )
         pump = OutboxPump(
             OutboxFeed(database),
@@ -338,6 +340,25 @@ def _on_embedded_store(home: Path, url: str) -> _Local:
 
 def _expiry_sweep(sweeper: Any) -> Callable[[], int]:
     return lambda: int(sweeper.sweep_expired(int(time.time())))
+
+
+def _indexing_embedder(services: Any, local: _Local) -> Any:
+    """The indexer's embedder: MiniLM runs in a child process (see ``embed_worker``), started
+    now in the background; other embedders (hashing, Bedrock) are cheap here and stay."""
+    embedder = services.recall.embedder
+    if not isinstance(embedder, MiniLmEmbedder) or os.environ.get("MEMVAULT_EMBED_WORKER") == "off":
+        return embedder
+    worker = WorkerEmbedder(embedder)
+    local.closers.append(worker.close)
+    threading.Thread(target=_start_quietly, args=(worker,), daemon=True).start()
+    return worker
+
+
+def _start_quietly(worker: WorkerEmbedder) -> None:
+    try:
+        worker.start()
+    except Exception as err:  # the first batch retries the start and reports it
+        logger.warning("embedding worker did not start", extra={"error": type(err).__name__})
 
 
 def _warm_up(services: Any) -> None:
@@ -375,7 +396,10 @@ def _on_dynamodb(home: Path, out: TextIO) -> _Local | None:
     local = _Local(settings, backend)
     if not real_aws and services.recall.index is not None:
         indexer = build_indexer(
-            settings, client=client, search=services.recall.index, embedder=services.recall.embedder
+            settings,
+            client=client,
+            search=services.recall.index,
+            embedder=_indexing_embedder(services, local),
         )
         pump = StreamPump(
             client,

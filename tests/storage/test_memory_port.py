@@ -33,6 +33,7 @@ from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import (
     AuditEvent,
     IdempotencyRecord,
+    IndexStatusUpdate,
     ListFilter,
     MemoryRecords,
     NewVersion,
@@ -346,21 +347,40 @@ def test_listing_pages_filters_and_never_serves_the_expired(store: MemoryRecords
 
 
 def test_index_status_is_recorded_only_for_the_version_indexed(store: MemoryRecords) -> None:
-    m = a_memory()
+    m, other = a_memory(), a_memory(canonical_key="timezone")
     store.commit_version(first(m))
-    kw: dict[str, Any] = {"embedding_model": "hashing@1", "at": NOW, "index_status": "indexed"}
+    store.commit_version(first(other, request_id="req-2"))
 
-    assert store.record_index_status(
-        T, S, m.memory_id, status="active", version=1, indexed_version=18, **kw
-    )
-    assert not store.record_index_status(
-        T, S, m.memory_id, status="active", version=1, indexed_version=17, **kw
-    )
-    assert not store.record_index_status(
-        T, S, m.memory_id, status="candidate", version=1, indexed_version=19, **kw
-    )
-    held = store.version(T, S, m.memory_id)
-    assert held is not None and held.index_status is IndexStatus.INDEXED
+    def update(memory_id: str, **kw: Any) -> IndexStatusUpdate:
+        fields: dict[str, Any] = {
+            "tenant_id": T,
+            "subject_id": S,
+            "memory_id": memory_id,
+            "status": "active",
+            "version": 1,
+            "indexed_version": 18,
+            "embedding_model": "hashing@1",
+            "at": NOW,
+            "index_status": "indexed",
+        }
+        return IndexStatusUpdate(**{**fields, **kw})
+
+    # One batch, one answer per update, in order: an update for a version that is not
+    # (or no longer) the one indexed is refused without holding back the others.
+    assert store.record_index_statuses(
+        [
+            update(m.memory_id),
+            update(m.memory_id, indexed_version=17),  # older than the one just recorded
+            update(other.memory_id, status="candidate", indexed_version=19),  # not its status
+            update(other.memory_id, version=2),  # not its version
+            update("mem_absent"),
+            update(other.memory_id, indexed_version=5),
+        ]
+    ) == [True, False, False, False, False, True]
+    assert store.record_index_statuses([]) == []
+    for memory_id in (m.memory_id, other.memory_id):
+        held = store.version(T, S, memory_id)
+        assert held is not None and held.index_status is IndexStatus.INDEXED
 
 
 def test_copy_status_keeps_attempts_and_history(store: MemoryRecords) -> None:

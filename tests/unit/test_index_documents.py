@@ -144,3 +144,39 @@ def test_the_embedded_index_keeps_no_deleted_content_on_disk(tmp_path: Any) -> N
     reopened = EmbeddedIndex("t", tmp_path)
     held = reopened.get("acme", "chn_1")
     assert held is not None and held[1]["doc_type"] == "tombstone"
+
+
+def test_the_embedded_index_log_keeps_vectors_exactly_and_reads_older_lines(
+    tmp_path: Any,
+) -> None:
+    """Vectors go to the log as base64 of their float64 bytes; a reopened index holds the
+    very same floats, and a log line written the older way (the vector as JSON numbers
+    inside the body) still loads."""
+    import dataclasses
+    import json
+
+    from memvault.search.embedded import EmbeddedIndex
+
+    vector = [0.1, -0.2, 1 / 3, 2**-30]
+    live = op_from_images("INSERT", item(content="tea in Berlin"), None)
+    assert live is not None and live.document is not None
+    live = dataclasses.replace(live, document=dataclasses.replace(live.document, embedding=vector))
+    index = EmbeddedIndex("t", tmp_path)
+    index.apply([live])
+    line = json.loads((tmp_path / "t.jsonl").read_text())
+    assert "embedding" not in line["body"] and isinstance(line["vector"], str)
+
+    older = {
+        "tenant_id": "acme",
+        "id": "chn_old",
+        "version": 3,
+        "body": {**line["body"], "chain_id": "chn_old", "embedding": [0.5, 0.5, 0.5, 0.5]},
+    }
+    with (tmp_path / "t.jsonl").open("a", encoding="utf-8") as fh:
+        fh.write(json.dumps(older) + "\n")
+
+    reopened = EmbeddedIndex("t", tmp_path)
+    held = reopened.get("acme", live.doc_id)
+    assert held is not None and held[1]["embedding"] == vector
+    old = reopened.get("acme", "chn_old")
+    assert old is not None and old[1]["embedding"] == [0.5, 0.5, 0.5, 0.5]

@@ -22,7 +22,7 @@ from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_images
 from memvault.storage.ports.changes import Change
-from memvault.storage.ports.memory import MemoryStore
+from memvault.storage.ports.memory import IndexStatusUpdate, MemoryStore
 
 
 @dataclass
@@ -114,9 +114,9 @@ class Indexer:
         chosen = list(newest.values())
         chosen = self._embed(chosen)
         results = self.index.apply(chosen)
-        for result in results:
-            if result.op.live and result.outcome != FAILED:
-                self._record_status(result.op, IndexStatus.INDEXED)
+        self._record_statuses(
+            [r.op for r in results if r.op.live and r.outcome != FAILED], IndexStatus.INDEXED
+        )
         return results
 
     def _embed(self, ops: list[IndexOp]) -> list[IndexOp]:
@@ -136,18 +136,25 @@ class Indexer:
             filled[id(op)] = dataclasses.replace(op, document=doc)
         return [filled.get(id(op), op) for op in ops]
 
-    def _record_status(self, op: IndexOp, status: IndexStatus) -> None:
-        """Set ``index_status`` on the version only while it is still what was indexed
+    def _record_statuses(self, ops: list[IndexOp], status: IndexStatus) -> None:
+        """Set ``index_status`` on each version only while it is still what was indexed
         (a version that moved on, or is gone, gets its newer event indexed instead)."""
-        assert op.document is not None
-        self.store.record_index_status(
-            op.tenant_id,
-            op.subject_id,
-            op.memory_id,
-            status=op.document.status,
-            version=op.memory_version,
-            indexed_version=op.version,
-            embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
-            at=self.clock.now(),
-            index_status=status.value,
-        )
+        model = f"{self.embedder.model_id}@{self.embedder.model_version}"
+        now = self.clock.now()
+        updates = []
+        for op in ops:
+            assert op.document is not None
+            updates.append(
+                IndexStatusUpdate(
+                    tenant_id=op.tenant_id,
+                    subject_id=op.subject_id,
+                    memory_id=op.memory_id,
+                    status=op.document.status,
+                    version=op.memory_version,
+                    indexed_version=op.version,
+                    embedding_model=model,
+                    at=now,
+                    index_status=status.value,
+                )
+            )
+        self.store.record_index_statuses(updates)

@@ -12,6 +12,7 @@ tombstone rewrites the log with current states only, so no deleted content stays
 
 from __future__ import annotations
 
+import base64
 import json
 import threading
 import time
@@ -93,7 +94,10 @@ class EmbeddedIndex:
                     entry = json.loads(line)
                 except json.JSONDecodeError:
                     continue  # a torn last line from a crash: that write never returned
-                self._store(entry["tenant_id"], entry["id"], entry["version"], entry["body"])
+                body = entry["body"]
+                if "vector" in entry:
+                    body["embedding"] = _unpack(entry["vector"])
+                self._store(entry["tenant_id"], entry["id"], entry["version"], body)
 
     def reset(self) -> None:
         """Forget everything (the local stack does this when its table starts empty)."""
@@ -126,17 +130,7 @@ class EmbeddedIndex:
                     continue
                 body = op.body()
                 self._store(op.tenant_id, op.doc_id, op.version, body)
-                lines.append(
-                    json.dumps(
-                        {
-                            "tenant_id": op.tenant_id,
-                            "id": op.doc_id,
-                            "version": op.version,
-                            "body": body,
-                        },
-                        ensure_ascii=False,
-                    )
-                )
+                lines.append(_line(op.tenant_id, op.doc_id, op.version, body))
                 results.append(OpResult(op, APPLIED))
             if self._log is not None and lines:
                 if any(r.outcome == APPLIED and not r.op.live for r in results):
@@ -153,8 +147,7 @@ class EmbeddedIndex:
         staging = self._log.with_suffix(".jsonl.tmp")
         with staging.open("w", encoding="utf-8") as fh:
             for (tenant_id, doc_id), (version, body) in self._docs.items():
-                entry = {"tenant_id": tenant_id, "id": doc_id, "version": version, "body": body}
-                fh.write(json.dumps(entry, ensure_ascii=False) + "\n")
+                fh.write(_line(tenant_id, doc_id, version, body) + "\n")
         staging.replace(self._log)
 
     # ----------------------------------------------------------------------- reads
@@ -205,6 +198,33 @@ class EmbeddedIndex:
 
     def refresh(self) -> None:
         return None
+
+
+def _line(tenant_id: str, doc_id: str, version: int, body: dict[str, Any]) -> str:
+    """One log line. The embedding goes as base64 of its float64 bytes (``vector``): exact,
+    and a tenth of the cost of writing 384 floats as JSON text. Lines written before this
+    keep the embedding inside ``body``; ``_replay`` reads both."""
+    entry: dict[str, Any] = {"tenant_id": tenant_id, "id": doc_id, "version": version}
+    embedding = body.get("embedding")
+    if embedding is not None:
+        entry["body"] = {k: v for k, v in body.items() if k != "embedding"}
+        entry["vector"] = _pack(embedding)
+    else:
+        entry["body"] = body
+    return json.dumps(entry, ensure_ascii=False)
+
+
+def _pack(vector: Sequence[float]) -> str:
+    import numpy as np
+
+    return base64.b64encode(np.asarray(vector, dtype="<f8").tobytes()).decode("ascii")
+
+
+def _unpack(text: str) -> list[float]:
+    import numpy as np
+
+    values: list[float] = np.frombuffer(base64.b64decode(text), dtype="<f8").tolist()
+    return values
 
 
 def _top(docs: list[dict[str, Any]], scores: Any, k: int) -> list[Hit]:

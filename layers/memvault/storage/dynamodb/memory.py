@@ -31,6 +31,7 @@ from memvault.storage.ports.memory import (
     Chain,
     DeletionLogEntry,
     IdempotencyRecord,
+    IndexStatusUpdate,
     ListFilter,
     NewVersion,
     StoredVersion,
@@ -762,34 +763,26 @@ class DynamoMemoryStore:
 
     # -- index status
 
-    def record_index_status(
-        self,
-        tenant_id: str,
-        subject_id: str,
-        memory_id: str,
-        *,
-        status: str,
-        version: int,
-        indexed_version: int,
-        embedding_model: str,
-        at: datetime,
-        index_status: str,
-    ) -> bool:
+    def record_index_statuses(self, updates: Sequence[IndexStatusUpdate]) -> list[bool]:
+        """One conditional update per version (DynamoDB has no cheaper batch for them)."""
+        return [self._record_index_status(u) for u in updates]
+
+    def _record_index_status(self, u: IndexStatusUpdate) -> bool:
         try:
             self.db.update(
                 "memory",
-                keys.subject_pk(tenant_id, subject_id),
-                keys.version_sk(memory_id),
+                keys.subject_pk(u.tenant_id, u.subject_id),
+                keys.version_sk(u.memory_id),
                 "SET index_status = :s, indexed_version = :v, embedding_model = :m, "
                 "indexed_at = :now",
                 names={"#status": "status"},
                 values={
-                    ":s": index_status,
-                    ":v": indexed_version,
-                    ":m": embedding_model,
-                    ":now": iso(at),
-                    ":status": status,
-                    ":version": version,
+                    ":s": u.index_status,
+                    ":v": u.indexed_version,
+                    ":m": u.embedding_model,
+                    ":now": iso(u.at),
+                    ":status": u.status,
+                    ":version": u.version,
                 },
                 condition="#status = :status AND version = :version "
                 "AND (attribute_not_exists(indexed_version) OR indexed_version <= :v)",

@@ -132,6 +132,21 @@ class ListFilter:
     tag: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class IndexStatusUpdate:
+    """The index status the indexer records on one version, if it is still current."""
+
+    tenant_id: str
+    subject_id: str
+    memory_id: str
+    status: str
+    version: int
+    indexed_version: int
+    embedding_model: str
+    at: datetime
+    index_status: str
+
+
 class MemoryStore(Protocol):
     """Long-term memory's source of truth."""
 
@@ -257,21 +272,11 @@ class MemoryStore(Protocol):
         """Replace a version by an ids-only tombstone (idempotent; absent stays absent)."""
         ...
 
-    def record_index_status(
-        self,
-        tenant_id: str,
-        subject_id: str,
-        memory_id: str,
-        *,
-        status: str,
-        version: int,
-        indexed_version: int,
-        embedding_model: str,
-        at: datetime,
-        index_status: str,
-    ) -> bool:
-        """Record an index status on a version while it still has ``status`` at
-        ``version`` and no newer index version was recorded; False when it moved on."""
+    def record_index_statuses(self, updates: Sequence[IndexStatusUpdate]) -> list[bool]:
+        """Record each update's index status on its version while the version still has
+        the update's ``status`` at its ``version`` and no newer index version was
+        recorded; one answer per update, False where it moved on. (Batched: the indexer
+        records a whole batch at once, in one transaction where the store has them.)"""
         ...
 
 

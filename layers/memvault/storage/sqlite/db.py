@@ -93,6 +93,11 @@ class Database:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._idle: list[sqlite3.Connection] = []
         self._lock = threading.Lock()
+        #: Writers of this process queue here rather than in SQLite's busy handler, which
+        #: polls with growing sleeps (up to 100 ms) and so lets fresh arrivals overtake a
+        #: writer that has waited longest: under four HTTP writers the indexer's status
+        #: updates starved. Other processes on the same file still meet the busy timeout.
+        self._writer = threading.Lock()
         self._closed = False
         self.migrate(migrations)
 
@@ -151,7 +156,7 @@ class Database:
     @contextmanager
     def write(self) -> Iterator[sqlite3.Connection]:
         """One write transaction: the write lock first, then reads, checks and writes."""
-        with self._lease() as conn:
+        with self._writer, self._lease() as conn:
             try:
                 conn.execute("BEGIN IMMEDIATE")
             except sqlite3.OperationalError as err:

@@ -1,0 +1,99 @@
+"""The indexer's MiniLM in worker processes: the same vectors as in process, in order, and
+a worker that dies is replaced on the next batch rather than stopping indexing."""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Iterator
+
+import pytest
+
+from memvault.embeddings.base import EmbeddingUnavailable
+from memvault.embeddings.minilm import MiniLmEmbedder
+from memvault_local.embed_worker import WorkerEmbedder
+
+TEXTS = [
+    "The user prefers tea over coffee.",
+    "用户喜欢用中文回答问题。",
+    "Deploys go out on Tuesdays after the review.",
+    "short",
+    "The database runs on the server in Berlin, next to the backup host.",
+    "明天下午三点开会",
+    "Invoices are due at the end of each month.",
+    "The cat sleeps on the piano.",
+    "Release notes are written in English and Chinese.",
+    "coffee",
+]
+
+
+@pytest.fixture(scope="module")
+def minilm() -> MiniLmEmbedder:
+    embedder = MiniLmEmbedder()
+    embedder.load()
+    return embedder
+
+
+@pytest.fixture
+def worker(minilm: MiniLmEmbedder) -> Iterator[WorkerEmbedder]:
+    pool = WorkerEmbedder(minilm, processes=2)
+    try:
+        yield pool
+    finally:
+        pool.close()
+
+
+def _close(a: list[float], b: list[float]) -> bool:
+    return sum(x * y for x, y in zip(a, b, strict=True)) > 0.99999
+
+
+def test_workers_give_the_in_process_vectors_in_the_given_order(
+    worker: WorkerEmbedder, minilm: MiniLmEmbedder
+) -> None:
+    assert (worker.slug, worker.dimensions, worker.model_id) == (
+        minilm.slug,
+        minilm.dimensions,
+        minilm.model_id,
+    )
+    # Ten texts are dealt out between the two workers; three go to one of them.
+    for texts in (TEXTS, TEXTS[:3], list(reversed(TEXTS))):
+        got = worker.embed(texts)
+        expected = minilm.embed(texts)
+        assert len(got) == len(texts)
+        assert all(_close(g, e) for g, e in zip(got, expected, strict=True))
+    assert len(worker.pids) == 2 and worker.embed([]) == []
+
+
+def test_a_worker_that_died_is_replaced_and_the_failed_batch_can_be_retried(
+    worker: WorkerEmbedder, minilm: MiniLmEmbedder
+) -> None:
+    worker.start()
+    first = worker.pids
+    os.kill(first[0], signal.SIGKILL)
+    worker._children[0].process.wait(timeout=10)  # dead before the next call
+    # The next call finds the dead worker and starts the pool again before sending.
+    got = worker.embed(TEXTS)
+    assert all(_close(g, e) for g, e in zip(got, minilm.embed(TEXTS), strict=True))
+    assert worker.pids != first and worker.starts == 4
+
+
+def test_a_worker_killed_mid_batch_raises_a_retryable_error(
+    worker: WorkerEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    worker.start()
+    victim = worker.pids[1]
+    from memvault_local import embed_worker
+
+    real_send = embed_worker._Child.send
+
+    def send_then_die(self: embed_worker._Child, message: object) -> None:
+        real_send(self, message)
+        if self.process.pid == victim:
+            os.kill(victim, signal.SIGKILL)
+
+    monkeypatch.setattr(embed_worker._Child, "send", send_then_die)
+    with pytest.raises(EmbeddingUnavailable) as raised:
+        worker.embed(TEXTS)
+    assert raised.value.retryable
+    monkeypatch.undo()
+    assert len(worker.embed(TEXTS)) == len(TEXTS)
