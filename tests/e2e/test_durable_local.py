@@ -22,13 +22,16 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from memvault.search.embedded import EmbeddedIndex
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault_local.client import ApiClient, ApiResponse
 from memvault_local.devkeys import DevKey
 from memvault_local.doctor import doctor
-from memvault_local.process import RunningStack, start_stack
+from memvault_local.process import RunningStack, free_port, start_stack
+from tests.support.moto_server import serial_moto
 
 #: The hashing embedder keeps these tests fast; nothing here is about ranking quality.
 EMBEDDING_MODEL = "hashing"
@@ -38,6 +41,36 @@ TENANT = "local"
 
 def _start(home: Path) -> RunningStack:
     return start_stack(home, MEMVAULT_EMBEDDING_MODEL=EMBEDDING_MODEL)
+
+
+@pytest.fixture(params=["sqlite", "dynamodb"])
+def race_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningStack]:
+    """The stack for the HTTP races, on each store adapter: the embedded store, and the
+    DynamoDB adapter against a moto server that answers one request at a time (moto is
+    not atomic under threads; see ``tests/support/moto_server.py``). moto ignores TTL,
+    IAM conditions and transaction tokens, none of which these races rely on."""
+    home = tmp_path / "home"
+    if request.param == "sqlite":
+        stack = _start(home)
+        try:
+            yield stack
+        finally:
+            stack.stop()
+        return
+    with serial_moto(free_port()) as endpoint:
+        stack = start_stack(
+            home,
+            MEMVAULT_EMBEDDING_MODEL=EMBEDDING_MODEL,
+            MEMVAULT_DYNAMODB_ENDPOINT=endpoint,
+            AWS_ACCESS_KEY_ID="testing",
+            AWS_SECRET_ACCESS_KEY="testing",
+            AWS_DEFAULT_REGION="us-east-1",
+        )
+        try:
+            assert f"DynamoDB at {endpoint}" in stack.banner
+            yield stack
+        finally:
+            stack.stop()
 
 
 def _client(stack: RunningStack, subject: str) -> ApiClient:
@@ -548,9 +581,9 @@ def test_the_server_answers_while_another_request_is_still_being_read(tmp_path: 
 
 
 def test_64_clients_correcting_one_memory_at_one_version_make_exactly_one_version(
-    tmp_path: Path,
+    race_stack: RunningStack,
 ) -> None:
-    stack = _start(tmp_path / "home")
+    stack = race_stack
     subject = "race-1"
     api = _client(stack, subject)
     base = f"/v1/subjects/{subject}/memories"
@@ -588,9 +621,9 @@ def test_64_clients_correcting_one_memory_at_one_version_make_exactly_one_versio
 
 
 def test_64_workers_advancing_one_run_at_one_version_make_exactly_one_checkpoint(
-    tmp_path: Path,
+    race_stack: RunningStack,
 ) -> None:
-    stack = _start(tmp_path / "home")
+    stack = race_stack
     subject = "race-run-1"
     api = _client(stack, subject)
     run = "/v1/runs/run-race-1"
@@ -620,9 +653,9 @@ def test_64_workers_advancing_one_run_at_one_version_make_exactly_one_checkpoint
 
 
 def test_32_concurrent_appends_to_one_session_are_all_kept_in_order_once(
-    tmp_path: Path,
+    race_stack: RunningStack,
 ) -> None:
-    stack = _start(tmp_path / "home")
+    stack = race_stack
     subject = "race-sess-1"
     api = _client(stack, subject)
     path = f"/v1/subjects/{subject}/sessions/sess-race-1"
