@@ -60,6 +60,15 @@ class VersionConflict(MemvaultError):
     status = 409
 
 
+class FactNotWritable(MemvaultError):
+    """A fact the caller may not read holds this canonical key (above its sensitivity
+    ceiling, or outside its visibility list): the caller may not supersede it. The
+    details name the key only, never the fact's id, version or content."""
+
+    code = "fact_not_writable"
+    status = 409
+
+
 class IdempotencyKeyReused(MemvaultError):
     code = "idempotency_key_reused"
     status = 409
@@ -137,6 +146,7 @@ ALL_ERRORS: tuple[type[MemvaultError], ...] = (
     ConsentRequired,
     SecretDetected,
     VersionConflict,
+    FactNotWritable,
     IdempotencyKeyReused,
     PayloadTooLarge,
     SessionExpired,

@@ -20,6 +20,7 @@ from memvault.clock import Clock, IdSource, iso
 from memvault.config import Settings
 from memvault.errors import (
     ArtifactNotCommitted,
+    FactNotWritable,
     IdempotencyKeyReused,
     NotFound,
     ValidationFailed,
@@ -204,6 +205,10 @@ class MemoryService:
         chain = self.repo.chain(ctx.tenant_id, subject_id, pointer_chain) if pointer_chain else None
         if chain is not None and not (chain.live and chain.subject_epoch == epoch):
             chain = None  # tombstoned or forgotten: the key starts a new chain
+        if chain is not None:
+            # Checked before the version, so that a 409's details never describe a
+            # fact the caller may not read.
+            self._require_writable(ctx, subject_id, chain, cmd.canonical_key)
         if cmd.expected_version is not None:
             current = chain.current_version if chain else None
             if current != cmd.expected_version:
@@ -217,6 +222,20 @@ class MemoryService:
                 )
         return chain, pointer, pointer_chain
 
+    def _require_writable(
+        self, ctx: AccessContext, subject_id: str, chain: Chain, canonical_key: str
+    ) -> None:
+        """A caller may supersede a fact only if it may read the fact's current version
+        (sensitivity ceiling and visibility list, as every read checks them)."""
+        head = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+        if head is not None and not ctx.may_read(head.sensitivity, head.visibility):
+            raise FactNotWritable(
+                "a fact this token may not read holds this canonical_key, so this token "
+                "cannot change it; write under another canonical_key, or use a token that "
+                "may read the fact",
+                {"canonical_key": canonical_key},
+            )
+
     def _conflict(self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite) -> VersionConflict:
         details: dict[str, Any] = {"canonical_key": cmd.canonical_key}
         if cmd.canonical_key is not None:
@@ -224,6 +243,7 @@ class MemoryService:
             chain_id = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
             chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id) if chain_id else None
             if chain is not None and chain.live:
+                self._require_writable(ctx, subject_id, chain, cmd.canonical_key)
                 details |= {
                     "current_version": chain.current_version,
                     "current_memory_id": chain.current_memory_id,
@@ -703,7 +723,7 @@ def _decode_token(token: str | None) -> str | None:
     try:
         raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
         after = json.loads(raw)["after"]
-    except (binascii.Error, ValueError, KeyError, TypeError):
+    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
         after = None
     if not isinstance(after, str) or not _MEMORY_ID.fullmatch(after):
         raise ValidationFailed(

@@ -26,7 +26,9 @@ TAGS = ["memories"]
     status_code=201,
     summary="Write a memory (scope memory:write)",
     description="A replay of the same request_id and payload returns the first result with "
-    "the header Idempotent-Replay: true.",
+    "the header Idempotent-Replay: true. A canonical_key whose current fact this token may "
+    "not read (above its max_sensitivity, or outside the fact's visibility) is refused with "
+    "409 fact_not_writable, before any version is compared; the details name the key only.",
     responses=documented(201, MemoryOut, 403, 404, 409),
     tags=TAGS,
 )
