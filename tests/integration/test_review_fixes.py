@@ -190,3 +190,27 @@ def test_a_forged_manifest_is_a_clear_error(services: Services) -> None:
     unknown = assembled.manifest.model_copy(update={"items": [{"id": "x", "section": "nope"}]})
     with pytest.raises(ValidationFailed):
         services.context.reproduce(me, "u-1", unknown)
+
+
+@pytest.mark.parametrize(
+    "entry",
+    [
+        {"id": "run_state", "section": "run_state", "version": None},
+        {"id": "run_state", "section": "run_state", "version": "2"},
+        {"id": 7, "section": "session", "version": 1},
+        {"id": "session:s:message", "section": "session", "version": 1},
+    ],
+)
+def test_a_manifest_entry_of_the_wrong_shape_is_a_clear_error(
+    services: Services, entry: dict[str, object]
+) -> None:
+    """A run-state entry with a null version used to end in an AssertionError, and an id
+    that is not text in an AttributeError: both answered 500."""
+    me = ctx(scopes=EVERYTHING)
+    services.runs.create(me, "r", CreateRun(subject_id="u-1", plan_version="p"))
+    assembled = services.context.assemble(
+        me, "u-1", ContextRequest(goal="g", token_budget=2000, run_id="r", memory_limit=0)
+    )
+    forged = assembled.manifest.model_copy(update={"items": [entry]})
+    with pytest.raises(ValidationFailed):
+        services.context.reproduce(me, "u-1", forged)

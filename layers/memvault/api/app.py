@@ -26,7 +26,13 @@ from memvault.api.routes import (
 )
 from memvault.api.routes.health import PUBLIC_PATHS
 from memvault.config import get_settings
-from memvault.errors import MemvaultError, NotFound, PayloadTooLarge
+from memvault.errors import (
+    MediaTypeNotAllowed,
+    MemvaultError,
+    NotFound,
+    PayloadTooLarge,
+    ValidationFailed,
+)
 from memvault.observability import logger, metrics, tracer
 
 app = APIGatewayRestResolver(enable_validation=True)
@@ -119,10 +125,92 @@ def _unexpected(err: Exception) -> Response[Any]:
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
 def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
-    too_large = _oversize(event)
-    if too_large is not None:
-        return too_large
+    refused = _oversize(event) or _not_json(event) or _too_deep(event)
+    if refused is not None:
+        return refused
     return app.resolve(event, context)
+
+
+def _refusal(err: MemvaultError) -> dict[str, Any]:
+    return {
+        "statusCode": err.status,
+        "headers": {"Content-Type": "application/json"},
+        "body": json.dumps(err.to_body()),
+        "isBase64Encoded": False,
+    }
+
+
+#: Deeper JSON than this is refused before it is parsed: Python's parser recurses, and
+#: 2,000 levels used to end in a RecursionError (a 500). No memvault body nests past 40.
+MAX_JSON_DEPTH = 64
+
+
+def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
+    """Every body this API takes is JSON. Another declared media type is a 415 here
+    (Powertools raised on several: 500s); none declared is read as JSON, as Powertools
+    does. The media type's case is normalised (RFC 9110: it is case-insensitive, and
+    ``APPLICATION/JSON`` used to fail)."""
+    if not event.get("body"):
+        return None
+    found = [
+        (where, name)
+        for where in ("headers", "multiValueHeaders")
+        for name in (event.get(where) or {})
+        if name.lower() == "content-type"
+    ]
+    headers = event.get("headers") or {}
+    value = next((headers[n] for w, n in found if w == "headers"), "")
+    media = str(value).split(";", 1)[0].strip().lower()
+    if media not in ("", "application/json"):
+        return _refusal(
+            MediaTypeNotAllowed(
+                "send the request body as JSON, with Content-Type: application/json",
+                {"content_type": media[:100] or None},
+            )
+        )
+    for where, name in found:
+        event[where] = {k: v for k, v in event[where].items() if k != name}
+        event[where]["Content-Type"] = (
+            "application/json" if where == "headers" else ["application/json"]
+        )
+    return None
+
+
+def _too_deep(event: dict[str, Any]) -> dict[str, Any] | None:
+    body = event.get("body") or ""
+    # Cheap first: few brackets cannot nest deeply.
+    if body.count("[") + body.count("{") <= MAX_JSON_DEPTH:
+        return None
+    if _json_depth(body) <= MAX_JSON_DEPTH:
+        return None
+    return _refusal(
+        ValidationFailed(
+            f"the JSON body is nested more than {MAX_JSON_DEPTH} levels deep",
+            {"max_depth": MAX_JSON_DEPTH},
+        )
+    )
+
+
+def _json_depth(text: str) -> int:
+    """The deepest bracket nesting of ``text``, brackets inside strings not counted."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for ch in text:
+        if in_string:
+            if escaped:
+                escaped = False
+            elif ch == "\\":
+                escaped = True
+            elif ch == '"':
+                in_string = False
+        elif ch == '"':
+            in_string = True
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def _oversize(event: dict[str, Any]) -> dict[str, Any] | None:
@@ -130,13 +218,9 @@ def _oversize(event: dict[str, Any]) -> dict[str, Any] | None:
     limit = get_settings().max_body_bytes
     if len((event.get("body") or "").encode()) <= limit:
         return None
-    err = PayloadTooLarge(f"the request body is larger than {limit} bytes", {"max_bytes": limit})
-    return {
-        "statusCode": err.status,
-        "headers": {"Content-Type": "application/json"},
-        "body": json.dumps(err.to_body()),
-        "isBase64Encoded": False,
-    }
+    return _refusal(
+        PayloadTooLarge(f"the request body is larger than {limit} bytes", {"max_bytes": limit})
+    )
 
 
 def parsed(response: dict[str, Any]) -> tuple[int, Any]:

@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator, model_valida
 from memvault.models.types import (
     AgentRole,
     CanonicalKey,
+    Confidence,
     DeletionId,
     MemoryId,
     RequestId,
@@ -103,7 +104,7 @@ class MemoryWrite(BaseModel):
     sensitivity: Sensitivity = Sensitivity.INTERNAL
     consent: bool = False
     ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0)
     visibility: list[AgentRole] = Field(default_factory=list, max_length=20)
     artifact_id: str | None = Field(default=None, min_length=1, max_length=64)
     #: Optional compare-and-set for a canonical key: the version the caller last saw.
@@ -137,7 +138,7 @@ class MemoryPatch(BaseModel):
     sensitivity: Sensitivity | None = None
     consent: bool | None = None
     ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
-    confidence: float | None = Field(default=None, ge=0.0, le=1.0)
+    confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0)
     visibility: list[AgentRole] | None = Field(default=None, max_length=20)
     #: Confirming a candidate: the only status a caller may set.
     status: Literal["active"] | None = None

@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import math
 from datetime import datetime
 from enum import StrEnum
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memvault.models.types import SubjectId
+from memvault.models.types import SubjectId, storable_number
 
 
 class RunStatus(StrEnum):
@@ -80,14 +79,11 @@ Budget = dict[str, float]
 
 
 def _storable(value: Any, depth: int = 0) -> Any:
-    """Refuse what DynamoDB cannot store exactly: NaN/infinity, numbers beyond 38 digits,
-    nesting beyond 32 levels."""
+    """Refuse what DynamoDB cannot store exactly: NaN/infinity, numbers beyond 38 digits
+    or outside its range (``storable_number``), nesting beyond 32 levels."""
     if depth > 32:
         raise ValueError("state is nested too deeply (32 levels at most)")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise ValueError("numbers must be finite")
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**38:
-        raise ValueError("integers must have at most 38 digits")
+    storable_number(value)
     if isinstance(value, dict):
         for item in value.values():
             _storable(item, depth + 1)
@@ -103,6 +99,11 @@ class CreateRun(BaseModel):
     subject_id: SubjectId
     plan_version: str = Field(min_length=1, max_length=64)
     budget: Budget = Field(default_factory=dict, max_length=20)
+
+    @field_validator("budget")
+    @classmethod
+    def _dynamodb_storable(cls, value: Any) -> Any:
+        return _storable(value)
 
 
 class Advance(BaseModel):

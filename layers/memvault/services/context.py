@@ -399,7 +399,7 @@ class ContextAssembler:
                 fetchers[entry["section"]](entry["id"], entry["version"])
                 for entry in manifest.items
             ]
-        except (KeyError, IndexError, ValueError, TypeError) as err:
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
             raise ValidationFailed(
                 "the manifest is not one this service produced; it cannot be reproduced",
                 {"error": type(err).__name__},
@@ -415,7 +415,8 @@ class ContextAssembler:
     def _run_version(
         self, ctx: AccessContext, req: ContextRequest, version: int | None, at: datetime
     ) -> Checkpoint:
-        assert req.run_id is not None and version is not None
+        if req.run_id is None or not isinstance(version, int) or isinstance(version, bool):
+            raise ValueError("a run_state entry needs the run id and an integer version")
         cp = self.runs.version(ctx, req.run_id, version)
         current = self.runs.get(ctx, req.run_id)
         # Operations are recorded apart from checkpoints: keep those recorded by then.
