@@ -7,6 +7,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from memvault.models.memory import Sensitivity
 from memvault.models.types import RequestId
 
 MAX_MESSAGE_CHARS = 16_000
@@ -27,6 +28,10 @@ class AppendMessage(BaseModel):
     request_id: RequestId
     role: Role
     content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
+    #: The subject's consent to keep personal data in this message (as for long-term
+    #: memory: a message with personal data is refused without it, classified ``pii``
+    #: with it).
+    consent: bool = False
 
     @field_validator("content")
     @classmethod
@@ -45,6 +50,7 @@ class PutSummary(BaseModel):
     from_seq: int = Field(ge=1)
     through_seq: int = Field(ge=1)
     ttl_seconds: int | None = Field(default=None, ge=60, le=30 * 86_400)
+    consent: bool = False
 
 
 class Message(BaseModel):
@@ -53,6 +59,7 @@ class Message(BaseModel):
     content: str
     request_id: str
     created_at: datetime
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 
 class Summary(BaseModel):
@@ -61,6 +68,7 @@ class Summary(BaseModel):
     through_seq: int
     created_at: datetime
     expires_at: datetime
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 
 class Session(BaseModel):
@@ -73,3 +81,7 @@ class Session(BaseModel):
     message_count: int
     messages: list[Message]
     summary: Summary | None
+    #: Recent messages above the caller's sensitivity ceiling, left out of ``messages``.
+    withheld_messages: int = 0
+    #: True when a summary exists but is above the caller's ceiling.
+    summary_withheld: bool = False

@@ -1,5 +1,10 @@
 """Session memory with two clocks, over the session store's port.
 
+Personal data is governed as in long-term memory: a message or summary that contains any
+is refused without the subject's consent (``consent_required``) and classified ``pii``
+with it; a reader sees only what its sensitivity ceiling admits (the rest is counted in
+``withheld_messages`` / ``summary_withheld``, and a single message above it is 404).
+
 The idle clock is renewed only by the subject's own activity (an append); reads never
 renew it. The absolute clock is set at creation and nothing extends it: every row of the
 session expires with it, so the store removes the whole session together. The idle clock
@@ -16,6 +21,7 @@ from datetime import datetime, timedelta
 from memvault.clock import Clock, iso
 from memvault.config import Settings
 from memvault.errors import (
+    ConsentRequired,
     IdempotencyKeyReused,
     NotFound,
     SecretDetected,
@@ -24,8 +30,10 @@ from memvault.errors import (
     VersionConflict,
 )
 from memvault.models.access import AccessContext, Scope
+from memvault.models.memory import Sensitivity
 from memvault.models.session import AppendMessage, Message, PutSummary, Session, Summary
 from memvault.observability import logger
+from memvault.policy.pii import find_pii
 from memvault.policy.secrets import find_secrets
 from memvault.storage.ports.errors import ConditionFailed
 from memvault.storage.ports.sessions import (
@@ -45,8 +53,32 @@ _SESSION_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
 
 def _message(m: StoredMessage) -> Message:
     return Message(
-        seq=m.seq, role=m.role, content=m.content, request_id=m.request_id, created_at=m.created_at
+        seq=m.seq,
+        role=m.role,
+        content=m.content,
+        request_id=m.request_id,
+        created_at=m.created_at,
+        sensitivity=m.sensitivity,
     )
+
+
+def _classify(content: str, consent: bool, what: str) -> Sensitivity:
+    """``pii`` when ``content`` holds personal data (refused without consent), else
+    ``internal``: the write policy's rule for long-term memory, applied to sessions."""
+    pii = find_pii([("content", content)])
+    if not pii:
+        return Sensitivity.INTERNAL
+    if not consent:
+        raise ConsentRequired(
+            f"the {what} contains personal data; it can be kept only with the subject's "
+            "consent (set consent: true once it is given)",
+            {"reason": "pii", "pii_types": sorted({p.pii_type for p in pii})},
+        )
+    return Sensitivity.PII
+
+
+def _readable(ctx: AccessContext, sensitivity: Sensitivity) -> bool:
+    return ctx.may_read(sensitivity, [])
 
 
 class SessionService:
@@ -70,6 +102,7 @@ class SessionService:
                 "the message contains what looks like a credential; it is not kept",
                 {"findings": [{"field": s.field, "type": s.secret_type} for s in secrets]},
             )
+        sensitivity = _classify(msg.content, msg.consent, "message")
         for attempt in range(_APPEND_ATTEMPTS):
             if attempt:
                 # Appends to one session race on its head; every round lets one through,
@@ -88,7 +121,9 @@ class SessionService:
             if head is not None:
                 self._check_clocks(head, now)
             try:
-                self.store.append(self._new_message(ctx, subject_id, session_id, head, msg, now))
+                self.store.append(
+                    self._new_message(ctx, subject_id, session_id, head, msg, now, sensitivity)
+                )
             except ConditionFailed:
                 continue  # another append or a creation raced us: re-read
             logger.info(
@@ -110,6 +145,7 @@ class SessionService:
         head: SessionHead | None,
         msg: AppendMessage,
         now: datetime,
+        sensitivity: Sensitivity,
     ) -> NewMessage:
         """The next message: the first one starts both clocks, a later one renews the
         idle clock up to the absolute expiry, which nothing extends."""
@@ -126,6 +162,7 @@ class SessionService:
             at=now,
             idle_expires_at=min(now + timedelta(seconds=idle), expires),
             expires_at=expires,
+            sensitivity=sensitivity,
         )
 
     def _check_clocks(self, head: SessionHead, now: datetime) -> None:
@@ -159,6 +196,10 @@ class SessionService:
         if found is None:
             raise NotFound(_NOT_FOUND, {"session_id": session_id})
         head, s = found.head, found.summary
+        shown = [m for m in found.messages if _readable(ctx, m.sensitivity)]
+        summary_withheld = s is not None and not _readable(ctx, s.sensitivity)
+        if summary_withheld:
+            s = None
         return Session(
             session_id=session_id,
             subject_id=subject_id,
@@ -167,13 +208,16 @@ class SessionService:
             idle_expires_at=head.idle_expires_at,
             expires_at=head.expires_at,
             message_count=head.last_seq,
-            messages=[_message(m) for m in found.messages],
+            messages=[_message(m) for m in shown],
+            withheld_messages=len(found.messages) - len(shown),
+            summary_withheld=summary_withheld,
             summary=Summary(
                 content=s.content,
                 from_seq=s.from_seq,
                 through_seq=s.through_seq,
                 created_at=s.created_at,
                 expires_at=s.expires_at,
+                sensitivity=s.sensitivity,
             )
             if s
             else None,
@@ -183,7 +227,7 @@ class SessionService:
         """One message of a live session, by sequence number."""
         self.read(ctx, subject_id, session_id)  # the session must still be live
         found = self.store.message(ctx.tenant_id, subject_id, session_id, seq, now=self.clock.now())
-        if found is None:
+        if found is None or not _readable(ctx, found.sensitivity):
             raise NotFound("no such message in this session", {"seq": seq})
         return _message(found)
 
@@ -207,6 +251,7 @@ class SessionService:
             )
         if find_secrets([("content", body.content)]):
             raise SecretDetected("the summary contains what looks like a credential")
+        sensitivity = _classify(body.content, body.consent, "summary")
         now = self.clock.now()
         expires = session.expires_at
         if body.ttl_seconds is not None:
@@ -217,6 +262,7 @@ class SessionService:
             through_seq=body.through_seq,
             created_at=now,
             expires_at=expires,
+            sensitivity=sensitivity,
         )
         try:
             self.store.put_summary(ctx.tenant_id, subject_id, session_id, summary)

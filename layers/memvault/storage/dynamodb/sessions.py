@@ -21,6 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from memvault.clock import iso, parse_iso
+from memvault.models.memory import Sensitivity
 from memvault.models.session import Role
 from memvault.storage.dynamo import (
     Dynamo,
@@ -80,6 +81,7 @@ def _message(item: Mapping[str, Any]) -> StoredMessage:
         content=item["content"],
         request_id=item["request_id"],
         created_at=parse_iso(item["created_at"]),
+        sensitivity=Sensitivity(item.get("sensitivity", Sensitivity.INTERNAL.value)),
     )
 
 
@@ -90,6 +92,7 @@ def _summary(item: Mapping[str, Any]) -> StoredSummary:
         through_seq=int(item["through_seq"]),
         created_at=parse_iso(item["created_at"]),
         expires_at=parse_iso(item["expires_at"]),
+        sensitivity=Sensitivity(item.get("sensitivity", Sensitivity.INTERNAL.value)),
     )
 
 
@@ -210,6 +213,7 @@ class DynamoSessionStore:
                             "seq": new.seq,
                             "role": new.role.value,
                             "content": new.content,
+                            "sensitivity": new.sensitivity.value,
                             "request_id": new.request_id,
                             "created_at": iso(new.at),
                             "ttl": ttl,
@@ -274,6 +278,7 @@ class DynamoSessionStore:
                             "sk": SUMMARY,
                             "type": "summary",
                             "content": summary.content,
+                            "sensitivity": summary.sensitivity.value,
                             "from_seq": summary.from_seq,
                             "through_seq": summary.through_seq,
                             "created_at": iso(summary.created_at),

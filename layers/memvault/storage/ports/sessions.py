@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
+from memvault.models.memory import Sensitivity
 from memvault.models.session import Role
 
 
@@ -48,6 +49,7 @@ class StoredMessage:
     content: str
     request_id: str
     created_at: datetime
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 
 @dataclass(frozen=True)
@@ -60,6 +62,7 @@ class StoredSummary:
     through_seq: int
     created_at: datetime
     expires_at: datetime
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,7 @@ class NewMessage:
     at: datetime
     idle_expires_at: datetime
     expires_at: datetime
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 
 @dataclass(frozen=True)

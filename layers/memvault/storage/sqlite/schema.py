@@ -14,4 +14,7 @@ INITIAL: tuple[str, ...] = (
     *artifacts.SCHEMA,
 )
 
-MIGRATIONS: tuple[Migration, ...] = (Migration(1, "initial", INITIAL),)
+MIGRATIONS: tuple[Migration, ...] = (
+    Migration(1, "initial", INITIAL),
+    Migration(2, "session sensitivity", sessions.SENSITIVITY),
+)

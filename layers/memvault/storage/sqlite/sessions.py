@@ -15,6 +15,7 @@ import sqlite3
 from datetime import datetime
 
 from memvault.clock import iso, parse_iso
+from memvault.models.memory import Sensitivity
 from memvault.models.session import Role
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.sessions import (
@@ -81,6 +82,13 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX session_summaries_ttl ON session_summaries (ttl)",
 )
 
+#: Migration 2: each message and summary carries its sensitivity class (rows written
+#: before it are ``internal``, the class they were served as).
+SENSITIVITY: tuple[str, ...] = (
+    "ALTER TABLE session_messages ADD COLUMN sensitivity TEXT NOT NULL DEFAULT 'internal'",
+    "ALTER TABLE session_summaries ADD COLUMN sensitivity TEXT NOT NULL DEFAULT 'internal'",
+)
+
 #: Every row of one session, the head's statement last.
 _DELETE_SESSION = (
     "DELETE FROM session_summaries WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
@@ -132,6 +140,7 @@ def _message(row: sqlite3.Row) -> StoredMessage:
         content=row["content"],
         request_id=row["request_id"],
         created_at=parse_iso(row["created_at"]),
+        sensitivity=Sensitivity(row["sensitivity"]),
     )
 
 
@@ -142,6 +151,7 @@ def _summary(row: sqlite3.Row) -> StoredSummary:
         through_seq=int(row["through_seq"]),
         created_at=parse_iso(row["created_at"]),
         expires_at=parse_iso(row["expires_at"]),
+        sensitivity=Sensitivity(row["sensitivity"]),
     )
 
 
@@ -255,7 +265,8 @@ class SqliteSessionStore:
                 raise ConditionFailed(*causes)
             conn.execute(
                 "INSERT INTO session_messages (tenant_id, subject_id, session_id, seq, role, "
-                "content, request_id, created_at, ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "content, request_id, created_at, ttl, sensitivity) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     *key,
                     new.seq,
@@ -264,6 +275,7 @@ class SqliteSessionStore:
                     new.request_id,
                     iso(new.at),
                     ttl,
+                    new.sensitivity.value,
                 ),
             )
             conn.execute(
@@ -307,12 +319,13 @@ class SqliteSessionStore:
                 raise ConditionFailed(Conflict.ABSENT)
             conn.execute(
                 "INSERT INTO session_summaries (tenant_id, subject_id, session_id, content, "
-                "from_seq, through_seq, created_at, expires_at, ttl) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+                "from_seq, through_seq, created_at, expires_at, ttl, sensitivity) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, subject_id, session_id) DO UPDATE SET "
                 "content = excluded.content, from_seq = excluded.from_seq, "
                 "through_seq = excluded.through_seq, created_at = excluded.created_at, "
-                "expires_at = excluded.expires_at, ttl = excluded.ttl",
+                "expires_at = excluded.expires_at, ttl = excluded.ttl, "
+                "sensitivity = excluded.sensitivity",
                 (
                     *key,
                     summary.content,
@@ -321,6 +334,7 @@ class SqliteSessionStore:
                     iso(summary.created_at),
                     iso(summary.expires_at),
                     _epoch(summary.expires_at),
+                    summary.sensitivity.value,
                 ),
             )
 
