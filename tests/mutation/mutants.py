@@ -40,6 +40,8 @@ SESSIONS_PORT = "tests/storage/test_sessions_port.py"
 RUNS_PORT = "tests/storage/test_runs_port.py"
 CONCURRENCY = "tests/integration/test_concurrency.py"
 SQLITE_MEMORY = "layers/memvault/storage/sqlite/memory.py"
+OWNERSHIP = "tests/integration/test_fact_ownership.py"
+SESSION_LIMITS = "tests/integration/test_session_sensitivity.py"
 
 #: The embedded store guards the same invariants with SQL inside one transaction; each of
 #: its conditions has a mutant too, killed by the SQLite variants of the same tests.
@@ -356,6 +358,59 @@ MUTANTS: tuple[Mutant, ...] = (
             "::test_another_subjects_token_is_refused_a_sessions_append[sqlite]",
         ),
         description="a token for another subject appends to the session and renews its idle clock",
+    ),
+    # 7. Only what a caller may read, it may change.
+    Mutant(
+        id="fact-superseded-without-read-check",
+        path="layers/memvault/services/memory.py",
+        original=(
+            "        if head is not None and not ctx.may_read(head.sensitivity, head.visibility):\n"
+        ),
+        replacement="        if head is None and head is not None:\n",
+        kill=(
+            f"{OWNERSHIP}::test_a_fact_above_the_callers_ceiling_cannot_be_superseded_or_probed"
+            "[sqlite]",
+            f"{OWNERSHIP}::test_a_fact_outside_the_callers_visibility_cannot_be_superseded"
+            "[dynamodb]",
+        ),
+        description="a token below a fact's ceiling or outside its visibility supersedes it",
+    ),
+    # 8. Session memory answers to the reader's sensitivity ceiling.
+    Mutant(
+        id="session-read-ignores-the-ceiling",
+        path="layers/memvault/services/sessions.py",
+        original="    return ctx.may_read(sensitivity, [])\n",
+        replacement="    return True\n",
+        kill=(
+            f"{SESSION_LIMITS}::test_a_reader_sees_only_the_messages_its_ceiling_admits[sqlite]",
+            f"{SESSION_LIMITS}::test_context_assembly_leaves_out_session_messages_above_the_ceiling"
+            "[dynamodb]",
+        ),
+        description="a public-ceiling token reads personal data from a session",
+    ),
+    Mutant(
+        id="session-append-skips-the-pii-policy",
+        path="layers/memvault/services/sessions.py",
+        original='    pii = find_pii([("content", content)])\n',
+        replacement="    pii = []\n",
+        kill=(
+            f"{SESSION_LIMITS}::test_personal_data_in_a_message_needs_consent_and_nothing_is_kept"
+            "_without_it[sqlite]",
+            f"{SESSION_LIMITS}::test_a_reader_sees_only_the_messages_its_ceiling_admits[dynamodb]",
+        ),
+        description="personal data enters a session without consent and unclassified",
+    ),
+    # 9. No input answers 500.
+    Mutant(
+        id="deep-json-reaches-the-parser",
+        path="layers/memvault/api/app.py",
+        original="    if _json_depth(body) <= MAX_JSON_DEPTH:\n",
+        replacement="    if True:\n",
+        kill=(
+            "tests/api/test_odd_inputs.py"
+            "::test_json_nested_2000_levels_is_refused_before_it_is_parsed[sqlite]",
+        ),
+        description="JSON nested 2,000 levels reaches the parser and answers 500",
     ),
 )
 
