@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     jwt_audience: str = "memvault"
     #: Clock skew tolerated on ``exp``/``nbf``/``iat``; bounded so that expiry stays real.
     jwt_leeway_seconds: int = Field(default=60, ge=0, le=300)
+    #: The longest token lifetime (``exp - iat``) accepted: a token minted to live for
+    #: years is a standing credential, and is refused however valid its signature.
+    jwt_max_lifetime_seconds: int = Field(default=86_400, ge=60, le=30 * 86_400)
     #: How long fetched signing keys are kept before the JWKS is read again.
     jwks_cache_seconds: int = Field(default=300, ge=0, le=86_400)
     #: Pool deployments: each tenant's token issuer, as JSON

@@ -22,6 +22,10 @@ Command = Callable[[argparse.Namespace], int]
 # ---------------------------------------------------------------------------- output
 
 
+#: The longest dev token the local stack accepts (its verifier's default cap).
+MAX_DEV_TOKEN_TTL = 86_400
+
+
 def _print_memory(m: dict[str, Any]) -> None:
     key = f" [{m['canonical_key']}]" if m.get("canonical_key") else ""
     print(
@@ -213,6 +217,13 @@ def cmd_doctor(args: argparse.Namespace) -> int:
 def cmd_dev_token(args: argparse.Namespace) -> int:
     from memvault_local.devkeys import DevKey
 
+    if not 60 <= args.ttl <= MAX_DEV_TOKEN_TTL:
+        print(
+            f"--ttl must be between 60 and {MAX_DEV_TOKEN_TTL} seconds: the stack refuses "
+            "tokens that live longer than a day",
+            file=sys.stderr,
+        )
+        return 2
     print(
         DevKey.load_or_create().mint(
             tenant=args.tenant,

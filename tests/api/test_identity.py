@@ -226,3 +226,23 @@ def test_the_authorizers_context_is_what_the_handler_trusts(
     answer = invoke(request)
     assert answer.status == 201
     assert answer.body["subject_id"] == "u-42"
+
+
+def test_a_token_that_lives_longer_than_the_cap_is_refused(issuer: Issuer) -> None:
+    """A token minted to live until the year 9999 was accepted: a standing credential.
+    The cap (24 h by default, ``MEMVAULT_JWT_MAX_LIFETIME_SECONDS``) is on exp - iat."""
+    with serve_jwks(issuer) as url:
+        settings = Settings(
+            jwks_url=url, jwt_issuer=ISSUER, jwt_audience=AUDIENCE, jwt_leeway_seconds=60
+        )
+        verifier = TokenVerifier.from_settings(settings)
+        with pytest.raises(Unauthorized, match="lives longer") as raised:
+            verifier.verify(issuer.token(lifetime=253402300799 - 2_000_000_000))
+        assert raised.value.details == {"max_lifetime_seconds": 86_400}
+        with pytest.raises(Unauthorized, match="lives longer"):
+            verifier.verify(issuer.token(lifetime=86_401))
+        verifier.verify(issuer.token(lifetime=86_400))
+        longer = TokenVerifier.from_settings(
+            settings.model_copy(update={"jwt_max_lifetime_seconds": 7 * 86_400})
+        )
+        longer.verify(issuer.token(lifetime=86_401))

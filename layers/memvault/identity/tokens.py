@@ -94,11 +94,13 @@ class TokenVerifier:
         audience: str,
         leeway: int,
         verified: VerifiedTokens | None = None,
+        max_lifetime: int = 86_400,
     ) -> None:
         self.keys = keys
         self.issuer = issuer
         self.audience = audience
         self.leeway = leeway
+        self.max_lifetime = max_lifetime
         self.verified = verified if verified is not None else VerifiedTokens()
 
     @classmethod
@@ -110,6 +112,7 @@ class TokenVerifier:
             issuer=settings.jwt_issuer,
             audience=settings.jwt_audience,
             leeway=settings.jwt_leeway_seconds,
+            max_lifetime=settings.jwt_max_lifetime_seconds,
         )
 
     def verify(self, token: str) -> Claims:
@@ -132,9 +135,21 @@ class TokenVerifier:
             raise Unauthorized("the token has expired; get a new one") from None
         except jwt.InvalidTokenError as err:
             raise Unauthorized(f"the token is not valid: {type(err).__name__}") from None
+        lifetime = _number(payload.get("exp")) - _number(payload.get("iat"))
+        if lifetime > self.max_lifetime:
+            raise Unauthorized(
+                f"the token lives longer than this deployment accepts ({self.max_lifetime} s "
+                "from iat to exp at most); get a shorter-lived token",
+                {"max_lifetime_seconds": self.max_lifetime},
+            )
         claims = Claims.parse(payload)
         self.verified.put(token, float(payload["exp"]), claims)
         return claims
+
+
+def _number(value: Any) -> float:
+    # PyJWT has checked that exp and iat are numbers; anything else counts as forever.
+    return float(value) if isinstance(value, int | float) else float("inf")
 
 
 class TenantIssuers:
@@ -149,6 +164,7 @@ class TenantIssuers:
                 issuer=cfg.issuer,
                 audience=cfg.audience,
                 leeway=settings.jwt_leeway_seconds,
+                max_lifetime=settings.jwt_max_lifetime_seconds,
             )
             for tenant, cfg in settings.tenant_issuers.items()
         }
@@ -177,6 +193,7 @@ def verifier_from_settings(settings: Settings) -> TokenVerifier | TenantIssuers:
                 issuer=cfg.issuer,
                 audience=cfg.audience,
                 leeway=settings.jwt_leeway_seconds,
+                max_lifetime=settings.jwt_max_lifetime_seconds,
             )
         return TenantIssuers(settings)
     return TokenVerifier.from_settings(settings)
