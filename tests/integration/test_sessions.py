@@ -199,3 +199,20 @@ def test_a_service_token_with_subjects_any_may_append_for_the_subject(
     service = ctx(subject=None, scopes=frozenset(Scope))
     session, created = sessions.append(service, "u-1", "s-1", say("from the service", "r-1"))
     assert created and session.message_count == 1
+
+
+def test_only_the_subjects_own_messages_renew_the_idle_clock(
+    sessions: SessionService, clock: FakeClock
+) -> None:
+    """The idle clock measures the subject's inactivity: the agent's answers, tool output
+    and system notes are kept but renew nothing (before, an agent talking to itself kept
+    a session alive that its subject had left)."""
+    first, _ = sessions.append(ctx(), "u-1", "s-1", say("hello"))
+    for role in ("assistant", "tool", "system"):
+        clock.advance(minutes=9)
+        answer = AppendMessage(request_id=f"r-{role}", role=role, content=f"{role} says hi")  # type: ignore[arg-type]
+        after, _ = sessions.append(ctx(agent_role="helper"), "u-1", "s-1", answer)
+        assert after.idle_expires_at == first.idle_expires_at, role
+    clock.advance(minutes=4)  # 31 minutes after the subject's last message
+    with pytest.raises(NotFound):
+        sessions.read(ctx(), "u-1", "s-1")

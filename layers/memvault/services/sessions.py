@@ -5,9 +5,10 @@ is refused without the subject's consent (``consent_required``) and classified `
 with it; a reader sees only what its sensitivity ceiling admits (the rest is counted in
 ``withheld_messages`` / ``summary_withheld``, and a single message above it is 404).
 
-The idle clock is renewed only by the subject's own activity (an append); reads never
-renew it. The absolute clock is set at creation and nothing extends it: every row of the
-session expires with it, so the store removes the whole session together. The idle clock
+The idle clock is renewed only by the subject's own activity (an append with role
+``user``); the agent's, tools' and system's messages and all reads never renew it. The
+absolute clock is set at creation and nothing extends it: every row of the session
+expires with it, so the store removes the whole session together. The idle clock
 is enforced at read and append time, and an idle-expired session stays refused (410)
 until then. Reads check both clocks at read time, since the store's expiry is lazy.
 """
@@ -31,7 +32,14 @@ from memvault.errors import (
 )
 from memvault.models.access import AccessContext, Scope
 from memvault.models.memory import Sensitivity
-from memvault.models.session import AppendMessage, Message, PutSummary, Session, Summary
+from memvault.models.session import (
+    AppendMessage,
+    Message,
+    PutSummary,
+    Role,
+    Session,
+    Summary,
+)
 from memvault.observability import logger
 from memvault.policy.pii import find_pii
 from memvault.policy.secrets import find_secrets
@@ -147,10 +155,14 @@ class SessionService:
         now: datetime,
         sensitivity: Sensitivity,
     ) -> NewMessage:
-        """The next message: the first one starts both clocks, a later one renews the
-        idle clock up to the absolute expiry, which nothing extends."""
+        """The next message: the first one starts both clocks; a later one from the
+        subject (role ``user``) renews the idle clock up to the absolute expiry, which
+        nothing extends. The agent's, tools' and system's messages renew nothing."""
         idle, cap = self.settings.session_clocks(ctx.tenant_id)
         expires = head.expires_at if head else now + timedelta(seconds=cap)
+        idle_expires = min(now + timedelta(seconds=idle), expires)
+        if head is not None and msg.role is not Role.USER:
+            idle_expires = head.idle_expires_at
         return NewMessage(
             tenant_id=ctx.tenant_id,
             subject_id=subject_id,
@@ -160,7 +172,7 @@ class SessionService:
             content=msg.content,
             request_id=msg.request_id,
             at=now,
-            idle_expires_at=min(now + timedelta(seconds=idle), expires),
+            idle_expires_at=idle_expires,
             expires_at=expires,
             sensitivity=sensitivity,
         )
