@@ -169,11 +169,15 @@ class Writer(threading.Thread):
 
 def _write_all(
     stack: RunningStack, jobs: list[tuple[int, str, str]], count: int = WRITERS
-) -> list[Writer]:
+) -> tuple[list[Writer], float]:
+    """``count`` clients write ``jobs`` between them; the clients and the seconds taken."""
+    started = time.monotonic()
     writers = [Writer(stack, jobs[i::count]) for i in range(count)]
     for w in writers:
         w.start()
-    return writers
+    for w in writers:
+        w.join()
+    return writers, time.monotonic() - started
 
 
 def _indexed(stack: RunningStack, subject: str, memory_id: str) -> bool:
@@ -200,10 +204,7 @@ def turns() -> dict[str, Any]:
             warm = stack.client(TENANT, "user-0")
             warm.call("POST", "/v1/subjects/user-0/recall", body={"query": "warm up"})
             started = time.monotonic()
-            writers = _write_all(stack, jobs)
-            for w in writers:
-                w.join()
-            written = time.monotonic() - started
+            writers, written = _write_all(stack, jobs)
             results = [r for w in writers for r in w.results]
             # Each client's last write is among the last the change feed carries.
             pending = [w.results[-1] for w in writers if w.results]
@@ -246,11 +247,7 @@ def scale() -> dict[str, Any]:
         sampler = threading.Thread(target=sample, daemon=True)
         sampler.start()
         try:
-            started = time.monotonic()
-            writers = _write_all(stack, jobs, SCALE_WRITERS)
-            for w in writers:
-                w.join()
-            elapsed = time.monotonic() - started
+            writers, elapsed = _write_all(stack, jobs, SCALE_WRITERS)
         finally:
             stop.set()
             sampler.join()
@@ -327,11 +324,7 @@ def concurrent() -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as home:
         stack = start_stack(Path(home), MEMVAULT_EMBEDDING_MODEL="minilm")
         try:
-            started = time.monotonic()
-            writers = _write_all(stack, jobs, WRITERS)
-            for w in writers:
-                w.join()
-            elapsed = time.monotonic() - started
+            writers, elapsed = _write_all(stack, jobs, WRITERS)
         finally:
             stack.interrupt(timeout=120)
     results = [r for w in writers for r in w.results]

@@ -35,6 +35,7 @@ from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.clock import SystemClock
 from memvault.config import Settings
+from memvault.embeddings import Embedder
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
@@ -342,10 +343,10 @@ def _expiry_sweep(sweeper: Any) -> Callable[[], int]:
     return lambda: int(sweeper.sweep_expired(int(time.time())))
 
 
-def _indexing_embedder(services: Any, local: _Local) -> Any:
+def _indexing_embedder(services: Any, local: _Local) -> Embedder:
     """The indexer's embedder: MiniLM runs in a child process (see ``embed_worker``), started
     now in the background; other embedders (hashing, Bedrock) are cheap here and stay."""
-    embedder = services.recall.embedder
+    embedder: Embedder = services.recall.embedder
     if not isinstance(embedder, MiniLmEmbedder) or os.environ.get("MEMVAULT_EMBED_WORKER") == "off":
         return embedder
     worker = WorkerEmbedder(embedder)

@@ -114,11 +114,11 @@ class MemoryService:
             now = self.clock.now()
             expires_at = write_policy.expiry(now, cmd.ttl_seconds, self.settings)
             epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
-            chain, pointer, pointer_chain = self._current_chain(ctx, subject_id, cmd, epoch)
+            chain, previous, pointer, pointer_chain = self._current_chain(
+                ctx, subject_id, cmd, epoch
+            )
             memory_id = self.ids.new_id("mem")
-            previous = None
             if chain is not None:
-                previous = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
                 self._check_chain_length(chain)
             memory = Memory(
                 memory_id=memory_id,
@@ -195,20 +195,22 @@ class MemoryService:
 
     def _current_chain(
         self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite, epoch: int
-    ) -> tuple[Chain | None, str | None, str | None]:
-        """The live chain this write extends (if any), the pointer to claim, and the chain
-        the pointer names now (for the pointer's compare-and-set)."""
+    ) -> tuple[Chain | None, Memory | None, str | None, str | None]:
+        """The live chain this write extends (if any) and its current version, the pointer
+        to claim, and the chain the pointer names now (for the pointer's compare-and-set)."""
         if cmd.canonical_key is None:
-            return None, None, None
+            return None, None, None, None
         pointer = fact_id(cmd.kind.value, cmd.canonical_key, cmd.scope)
         pointer_chain = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
         chain = self.repo.chain(ctx.tenant_id, subject_id, pointer_chain) if pointer_chain else None
         if chain is not None and not (chain.live and chain.subject_epoch == epoch):
             chain = None  # tombstoned or forgotten: the key starts a new chain
+        head = None
         if chain is not None:
+            head = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
             # Checked before the version, so that a 409's details never describe a
             # fact the caller may not read.
-            self._require_writable(ctx, subject_id, chain, cmd.canonical_key)
+            self._require_writable(ctx, head, cmd.canonical_key)
         if cmd.expected_version is not None:
             current = chain.current_version if chain else None
             if current != cmd.expected_version:
@@ -220,14 +222,12 @@ class MemoryService:
                         "current_memory_id": chain.current_memory_id if chain else None,
                     },
                 )
-        return chain, pointer, pointer_chain
+        return chain, head, pointer, pointer_chain
 
-    def _require_writable(
-        self, ctx: AccessContext, subject_id: str, chain: Chain, canonical_key: str
-    ) -> None:
+    @staticmethod
+    def _require_writable(ctx: AccessContext, head: Memory | None, canonical_key: str) -> None:
         """A caller may supersede a fact only if it may read the fact's current version
         (sensitivity ceiling and visibility list, as every read checks them)."""
-        head = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
         if head is not None and not ctx.may_read(head.sensitivity, head.visibility):
             raise FactNotWritable(
                 "a fact this token may not read holds this canonical_key, so this token "
@@ -243,7 +243,8 @@ class MemoryService:
             chain_id = self.repo.pointer(ctx.tenant_id, subject_id, pointer)
             chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id) if chain_id else None
             if chain is not None and chain.live:
-                self._require_writable(ctx, subject_id, chain, cmd.canonical_key)
+                head = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+                self._require_writable(ctx, head, cmd.canonical_key)
                 details |= {
                     "current_version": chain.current_version,
                     "current_memory_id": chain.current_memory_id,

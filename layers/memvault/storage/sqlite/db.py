@@ -95,8 +95,8 @@ class Database:
         self._lock = threading.Lock()
         #: Writers of this process queue here rather than in SQLite's busy handler, which
         #: polls with growing sleeps (up to 100 ms) and so lets fresh arrivals overtake a
-        #: writer that has waited longest: under four HTTP writers the indexer's status
-        #: updates starved. Other processes on the same file still meet the busy timeout.
+        #: writer that has waited longest. Other processes on the same file still meet
+        #: the busy timeout.
         self._writer = threading.Lock()
         self._closed = False
         self.migrate(migrations)
