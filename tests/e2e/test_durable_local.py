@@ -510,8 +510,8 @@ def test_a_kill_9_while_four_clients_write_loses_no_acknowledged_write(tmp_path:
         assert stack.process.returncode == 0, stopped
         data = home / "data"
         assert not (data / "index-failures.jsonl").exists()  # no change was dropped
-        logs = list((data / "index").glob("*.jsonl"))
-        assert len(logs) == 1, logs  # the index the stack used, reopened from its log
+        logs = list((data / "index").glob("*.sqlite3"))
+        assert len(logs) == 1, logs  # the index the stack used, reopened from its file
         index = EmbeddedIndex(logs[0].stem, logs[0].parent)
         assert len(index.documents(TENANT)) >= len(acknowledged)
         db = Database(data / "memvault.db", MIGRATIONS)

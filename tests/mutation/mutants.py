@@ -313,20 +313,25 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="embedded-index-tombstones-do-not-guard",
         path="layers/memvault/search/embedded.py",
-        original="                if held is not None and held[0] >= op.version:\n",
-        replacement=(
-            "                if (\n"
-            "                    held is not None\n"
-            "                    and held[0] >= op.version\n"
-            '                    and held[1].get("doc_type") == "memory"\n'
-            "                ):\n"
-        ),
+        original="                if held is not None and held[1] >= op.version:\n",
+        replacement="                if held is not None and held[1] >= op.version and not op.live:\n",
         kill=(
             f"{REBUILD}::test_a_rebuilt_index_refuses_a_replayed_insert_of_a_deleted_memory",
             f"{REBUILD}::test_a_rebuilt_index_keeps_a_deleted_chain_dead_whichever_version_replays",
         ),
-        description="the embedded index lets any write replace a tombstone, whatever its "
+        description="the embedded index lets a live write replace a tombstone, whatever its "
         "external version",
+    ),
+    Mutant(
+        id="embedded-index-ranks-unfiltered-rows",
+        path="layers/memvault/search/embedded.py",
+        original="                mask = subject.admitted(flt)\n",
+        replacement="                mask = subject.used.copy()\n",
+        kill=(
+            "tests/unit/test_embedded_index.py::test_both_queries_admit_exactly_what_the_filter_admits",
+        ),
+        description="the embedded index ranks every row of the subject, not only those the "
+        "hard filter admits",
     ),
     # The write policy holds under concurrency: no scan runs without its plugins.
     Mutant(

@@ -1,94 +1,340 @@
 """The embedded index: local mode's stand-in for OpenSearch, in process, no Java.
 
-Exact cosine k-NN (numpy) and BM25 (bm25s) over the documents of one subject: the hard
-filter selects the subject's admissible documents first, and only those are ranked, as
-the OpenSearch query does. Writes follow OpenSearch's external-version rule (a write
-whose version is not above the stored one is refused as stale), and tombstones are kept.
+Durable part: one SQLite file. ``docs`` holds one row per chain with its external
+version and the hard-filter columns; ``bodies`` holds the stored body (JSON, without the
+vector), the vector (float32 bytes) and the document's keyword tokens. A newer version
+updates the chain's rows in place; a stale one is refused (OpenSearch's external-version
+rule). Tombstones stay, ids only. ``secure_delete`` zeroes what a tombstone replaces and
+the write-ahead log is checkpointed and truncated after it, so no deleted content stays
+on disk.
 
-With a folder, every applied write is appended to ``<folder>/<name>.jsonl`` and the index
-is rebuilt from that log when it opens, so a restarted local stack keeps its index. A
-tombstone rewrites the log with current states only, so no deleted content stays on disk.
+Searchable part: one ``_Subject`` per (tenant, subject), built from the file on that
+subject's first query and then kept current by every write, never rebuilt:
+
+- the filter columns as numpy arrays, so the hard filter is a handful of vector
+  comparisons over the subject's rows;
+- a float32 matrix of vectors for exact cosine k-NN;
+- postings (token -> rows, term frequencies) and document lengths for BM25 with the
+  subject's own statistics: other subjects' documents neither cost a query anything
+  nor move its ranking.
+
+A removed row's slot is freed and reused; a write costs O(its tokens). Every hard filter
+is applied before ranking, as the OpenSearch query does: both rankings only ever score
+the rows the filter admits. A folder written by the earlier log format
+(``<name>.jsonl``) is imported once.
 """
 
 from __future__ import annotations
 
 import base64
 import json
+import math
+import sqlite3
 import threading
 import time
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from memvault.search.backend import APPLIED, STALE, Hit, OpResult, SearchFilter, SearchResult
 from memvault.search.documents import IndexOp
 from memvault.search.text import tokens
 
+if TYPE_CHECKING:
+    import numpy as np
 
-class _SubjectView:
-    """Ranking structures for one subject's documents, rebuilt when any of them changes."""
+#: BM25's parameters, Lucene's defaults.
+K1 = 1.2
+B = 0.75
 
-    def __init__(self, docs: list[dict[str, Any]]) -> None:
-        import bm25s
+_SCHEMA = (
+    """CREATE TABLE IF NOT EXISTS docs (
+        rid INTEGER PRIMARY KEY,
+        tenant_id TEXT NOT NULL,
+        doc_id TEXT NOT NULL,
+        version INTEGER NOT NULL,
+        subject_id TEXT NOT NULL,
+        doc_type TEXT NOT NULL,
+        memory_id TEXT NOT NULL,
+        memory_version INTEGER NOT NULL,
+        UNIQUE (tenant_id, doc_id)
+    )""",
+    "CREATE INDEX IF NOT EXISTS docs_by_subject ON docs (tenant_id, subject_id)",
+    """CREATE TABLE IF NOT EXISTS bodies (
+        rid INTEGER PRIMARY KEY REFERENCES docs (rid),
+        body TEXT NOT NULL,
+        vector BLOB,
+        words TEXT
+    )""",
+)
+
+
+def keyword_tokens(body: dict[str, Any]) -> list[str]:
+    """What BM25 matches a memory on: its content, its key and its tags."""
+    return tokens(f"{body['content']} {body['key_text']} {' '.join(body['tags'])}")
+
+
+class _Codes:
+    """Small integer codes for repeated strings (statuses, kinds), per subject."""
+
+    def __init__(self) -> None:
+        self.codes: dict[str, int] = {}
+
+    def of(self, value: str) -> int:
+        return self.codes.setdefault(value, len(self.codes))
+
+    def known(self, values: Sequence[str]) -> list[int]:
+        return [self.codes[v] for v in values if v in self.codes]
+
+
+class _Subject:
+    """One subject's searchable memories, in slots that removals free and writes reuse."""
+
+    def __init__(self, dim: int | None) -> None:
         import numpy as np
 
-        self.docs = docs
-        self.bm25 = None
-        corpus = [tokens(f"{d['content']} {d['key_text']} {' '.join(d['tags'])}") for d in docs]
-        if any(corpus):
-            self.bm25 = bm25s.BM25()
-            self.bm25.index([c or ["\x00"] for c in corpus], show_progress=False)
-        with_vectors = [d.get("embedding") is not None for d in docs]
-        dim = next((len(d["embedding"]) for d in docs if d.get("embedding") is not None), 0)
-        self.matrix = np.zeros((len(docs), dim), dtype=np.float32)
-        for i, d in enumerate(docs):
-            if with_vectors[i]:
-                self.matrix[i] = d["embedding"]
+        self.dim = dim
+        self.cap = 0
+        self.slot: dict[int, int] = {}  # docs.rid -> slot
+        self.free: list[int] = []
+        self.hits: list[tuple[str, str, int] | None] = []
+        self.visibility: list[frozenset[str]] = []
+        self.tags: list[frozenset[str]] = []
+        self.scope: list[frozenset[str]] = []
+        self.words: list[dict[str, int]] = []
+        self.statuses, self.kinds = _Codes(), _Codes()
+        self.used = np.zeros(0, dtype=bool)
+        self.has_vector = np.zeros(0, dtype=bool)
+        self.status = np.zeros(0, dtype=np.int16)
+        self.kind = np.zeros(0, dtype=np.int16)
+        self.rank = np.zeros(0, dtype=np.int8)
+        self.visible_to_all = np.zeros(0, dtype=bool)
+        self.expires = np.zeros(0, dtype="U40")
+        self.length = np.zeros(0, dtype=np.float32)
+        self.matrix = np.zeros((0, dim or 0), dtype=np.float32)
+        self.postings: dict[str, tuple[list[int], list[int]]] = {}
+        self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+        self.count = 0
+        self.total_length = 0
+
+    def _grow(self) -> None:
+        import numpy as np
+
+        cap = max(16, 2 * self.cap)
+
+        def grown(a: np.ndarray) -> np.ndarray:
+            out = np.zeros((cap, *a.shape[1:]), dtype=a.dtype)
+            out[: self.cap] = a
+            return out
+
+        for name in (
+            "used",
+            "has_vector",
+            "status",
+            "kind",
+            "rank",
+            "visible_to_all",
+            "expires",
+            "length",
+            "matrix",
+        ):
+            setattr(self, name, grown(getattr(self, name)))
+        extra = cap - self.cap
+        self.hits += [None] * extra
+        self.visibility += [frozenset()] * extra
+        self.tags += [frozenset()] * extra
+        self.scope += [frozenset()] * extra
+        self.words += [{}] * extra
+        self.free.extend(range(cap - 1, self.cap - 1, -1))
+        self.cap = cap
+
+    def put(self, rid: int, body: dict[str, Any], vector: Any, words: list[str]) -> None:
+        self.drop(rid)
+        if not self.free:
+            self._grow()
+        at = self.free.pop()
+        self.slot[rid] = at
+        self.used[at] = True
+        self.hits[at] = (body["chain_id"], body["memory_id"], int(body["memory_version"]))
+        self.status[at] = self.statuses.of(body["status"])
+        self.kind[at] = self.kinds.of(body["kind"])
+        self.rank[at] = int(body["sensitivity_rank"])
+        self.visible_to_all[at] = bool(body["visible_to_all"])
+        self.expires[at] = body["expires_at"]
+        self.visibility[at] = frozenset(body["visibility"])
+        self.tags[at] = frozenset(body["tags"])
+        self.scope[at] = frozenset(body["scope"])
+        if vector is not None and self.dim is None:  # the subject's first vector
+            import numpy as np
+
+            self.dim = len(vector)
+            self.matrix = np.zeros((self.cap, self.dim), dtype=np.float32)
+        fits = vector is not None and len(vector) == self.dim
+        self.has_vector[at] = fits
+        if fits:
+            self.matrix[at] = vector
+        counts: dict[str, int] = {}
+        for w in words:
+            counts[w] = counts.get(w, 0) + 1
+        self.words[at] = counts
+        for w, tf in counts.items():
+            rows, tfs = self.postings.setdefault(w, ([], []))
+            rows.append(at)
+            tfs.append(tf)
+            self._arrays.pop(w, None)
+        self.length[at] = len(words)
+        self.total_length += len(words)
+        self.count += 1
+
+    def drop(self, rid: int) -> None:
+        at = self.slot.pop(rid, None)
+        if at is None:
+            return
+        for w in self.words[at]:
+            rows, tfs = self.postings[w]
+            i = rows.index(at)
+            rows[i], tfs[i] = rows[-1], tfs[-1]
+            rows.pop()
+            tfs.pop()
+            if not rows:
+                del self.postings[w]
+            self._arrays.pop(w, None)
+        self.total_length -= int(self.length[at])
+        self.count -= 1
+        self.used[at] = self.has_vector[at] = False
+        self.hits[at] = None
+        self.words[at] = {}
+        self.visibility[at] = self.tags[at] = self.scope[at] = frozenset()
+        self.expires[at] = ""
+        self.length[at] = 0
+        if self.dim:
+            self.matrix[at] = 0.0
+        self.free.append(at)
+
+    # ----------------------------------------------------------------- queries
+
+    def admitted(self, flt: SearchFilter) -> np.ndarray:
+        """The slots the hard filter admits (``SearchFilter.admits``, vectorized)."""
+        import numpy as np
+
+        mask = self.used & np.isin(self.status, self.statuses.known(flt.statuses))
+        mask &= self.expires > flt.now
+        mask &= self.rank <= flt.max_sensitivity_rank
+        if flt.kinds:
+            mask &= np.isin(self.kind, self.kinds.known(flt.kinds))
+        restricted = np.flatnonzero(mask & ~self.visible_to_all)
+        for at in restricted.tolist():
+            if flt.agent_role is None or flt.agent_role not in self.visibility[at]:
+                mask[at] = False
+        wanted_tags, wanted_scope = frozenset(flt.tags), frozenset(flt.scope_pairs())
+        if wanted_tags or wanted_scope:
+            for at in np.flatnonzero(mask).tolist():
+                if not (wanted_tags <= self.tags[at] and wanted_scope <= self.scope[at]):
+                    mask[at] = False
+        return mask
+
+    def _posting(self, word: str) -> tuple[np.ndarray, np.ndarray] | None:
+        import numpy as np
+
+        held = self._arrays.get(word)
+        if held is None:
+            raw = self.postings.get(word)
+            if raw is None:
+                return None
+            held = (np.asarray(raw[0], dtype=np.int64), np.asarray(raw[1], dtype=np.float32))
+            self._arrays[word] = held
+        return held
+
+    def bm25(self, words: Sequence[str], mask: np.ndarray) -> np.ndarray:
+        """BM25 of every slot (0 where no query word occurs); statistics over the subject."""
+        import numpy as np
+
+        scores = np.zeros(self.cap, dtype=np.float32)
+        if not self.count:
+            return scores
+        avg = max(self.total_length / self.count, 1e-9)
+        norm = K1 * (1 - B + B * self.length / avg)
+        for word in dict.fromkeys(words):
+            posting = self._posting(word)
+            if posting is None:
+                continue
+            rows, tf = posting
+            df = len(rows)
+            idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
+            scores[rows] += idf * tf * (K1 + 1) / (tf + norm[rows])
+        return np.where(mask, scores, 0.0)
+
+    def top(self, scores: np.ndarray, eligible: np.ndarray, k: int) -> list[Hit]:
+        import numpy as np
+
+        slots = np.flatnonzero(eligible)
+        if not len(slots):
+            return []
+        chosen = slots[np.lexsort((slots, -scores[slots]))[:k]]
+        out = []
+        for at in chosen.tolist():
+            hit = self.hits[at]
+            assert hit is not None
+            chain_id, memory_id, version = hit
+            out.append(Hit(chain_id, memory_id, version, float(scores[at])))
+        return out
 
 
 class EmbeddedIndex:
     def __init__(self, name: str, folder: str | Path | None = None) -> None:
         self.name = name
         self._lock = threading.RLock()
-        self._docs: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
-        self._views: dict[tuple[str, str], _SubjectView] = {}
-        self._by_subject: dict[tuple[str, str], set[str]] = {}
-        self._log: Path | None = None
-        #: Set once the log is replayed; every read and write waits for it, so that a
-        #: large index loads in the background while the store already serves.
-        self._ready = threading.Event()
+        self._subjects: dict[tuple[str, str], _Subject] = {}
+        self._path: Path | None = None
         if folder is not None:
             Path(folder).mkdir(parents=True, exist_ok=True)
-            self._log = Path(folder) / f"{name}.jsonl"
-            if self._log.exists():
-                threading.Thread(target=self._load, name=f"load-{name}", daemon=True).start()
-                return
-        self._ready.set()
-
-    def _load(self) -> None:
-        try:
-            with self._lock:
-                self._replay()
-        finally:
-            self._ready.set()
+            self._path = Path(folder) / f"{name}.sqlite3"
+        self._conn = sqlite3.connect(
+            str(self._path) if self._path else ":memory:",
+            check_same_thread=False,
+            isolation_level=None,
+        )
+        for pragma in ("journal_mode = WAL", "synchronous = FULL", "secure_delete = ON"):
+            self._conn.execute(f"PRAGMA {pragma}")
+        with self._tx():
+            for statement in _SCHEMA:
+                self._conn.execute(statement)
+        if folder is not None:
+            self._import_log(Path(folder) / f"{name}.jsonl")
 
     @contextmanager
-    def _locked(self) -> Iterator[None]:
-        self._ready.wait()
+    def _tx(self) -> Iterator[None]:
         with self._lock:
-            yield
+            self._conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield
+            except BaseException:
+                self._conn.execute("ROLLBACK")
+                self._subjects.clear()  # the searchable part reloads from the file
+                raise
+            self._conn.execute("COMMIT")
 
     def loaded(self) -> bool:
-        return self._ready.is_set()
+        """Always: opening the file is all a restart costs; subjects load on first query."""
+        return True
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    def close(self) -> None:
+        with self._lock:
+            self._conn.close()
 
     # ----------------------------------------------------------------- persistence
 
-    def _replay(self) -> None:
-        assert self._log is not None
-        if not self._log.exists():
+    def _import_log(self, log: Path) -> None:
+        """Bring in a folder written by the earlier append-only log, then remove the log."""
+        if not log.exists():
             return
-        with self._log.open(encoding="utf-8") as fh:
+        latest: dict[tuple[str, str], tuple[int, dict[str, Any]]] = {}
+        with log.open(encoding="utf-8") as fh:
             for line in fh:
                 try:
                     entry = json.loads(line)
@@ -97,70 +343,120 @@ class EmbeddedIndex:
                 body = entry["body"]
                 if "vector" in entry:
                     body["embedding"] = _unpack(entry["vector"])
-                self._store(entry["tenant_id"], entry["id"], entry["version"], body)
+                latest[(entry["tenant_id"], entry["id"])] = (entry["version"], body)
+        with self._tx():
+            for (tenant_id, doc_id), (version, body) in latest.items():
+                if self._held(tenant_id, doc_id) is None:
+                    self._put(tenant_id, doc_id, version, body)
+        log.unlink()
+        self._truncate_wal()
 
     def reset(self) -> None:
         """Forget everything (the local stack does this when its table starts empty)."""
-        with self._locked():
-            self._docs.clear()
-            self._views.clear()
-            self._by_subject.clear()
-            if self._log is not None and self._log.exists():
-                self._log.unlink()
+        with self._tx():
+            self._conn.execute("DELETE FROM bodies")
+            self._conn.execute("DELETE FROM docs")
+            self._subjects.clear()
+        self._truncate_wal()
+
+    def _truncate_wal(self) -> None:
+        if self._path is not None:
+            with self._lock:
+                self._conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
 
     # ---------------------------------------------------------------------- writes
 
     def ensure(self) -> None:
         return None
 
-    def _store(self, tenant_id: str, doc_id: str, version: int, body: dict[str, Any]) -> None:
-        self._docs[(tenant_id, doc_id)] = (version, body)
-        subject = (tenant_id, body["subject_id"])
-        self._by_subject.setdefault(subject, set()).add(doc_id)
-        self._views.pop(subject, None)
+    def _held(self, tenant_id: str, doc_id: str) -> tuple[int, int] | None:
+        """(row id, external version) of a chain's row."""
+        row = self._conn.execute(
+            "SELECT rid, version FROM docs WHERE tenant_id = ? AND doc_id = ?",
+            (tenant_id, doc_id),
+        ).fetchone()
+        return None if row is None else (int(row[0]), int(row[1]))
+
+    def _put(self, tenant_id: str, doc_id: str, version: int, body: dict[str, Any]) -> None:
+        import numpy as np
+
+        memory = body.get("doc_type") == "memory"
+        embedding = body.get("embedding") if memory else None
+        vector = None if embedding is None else np.asarray(embedding, dtype="<f4")
+        words = keyword_tokens(body) if memory else []
+        stored = {k: v for k, v in body.items() if k != "embedding"}
+        (rid,) = self._conn.execute(
+            """INSERT INTO docs (tenant_id, doc_id, version, subject_id, doc_type, memory_id,
+                   memory_version) VALUES (?, ?, ?, ?, ?, ?, ?)
+               ON CONFLICT (tenant_id, doc_id) DO UPDATE SET
+                   version = excluded.version, subject_id = excluded.subject_id,
+                   doc_type = excluded.doc_type, memory_id = excluded.memory_id,
+                   memory_version = excluded.memory_version
+               RETURNING rid""",
+            (
+                tenant_id,
+                doc_id,
+                version,
+                body["subject_id"],
+                "memory" if memory else "tombstone",
+                body["memory_id"],
+                int(body["memory_version"]),
+            ),
+        ).fetchone()
+        self._conn.execute(
+            "INSERT OR REPLACE INTO bodies (rid, body, vector, words) VALUES (?, ?, ?, ?)",
+            (
+                rid,
+                json.dumps(stored, ensure_ascii=False),
+                None if vector is None else vector.tobytes(),
+                " ".join(words) if memory else None,
+            ),
+        )
+        subject = self._subjects.get((tenant_id, body["subject_id"]))
+        if subject is not None:
+            if memory:
+                subject.put(rid, body, vector, words)
+            else:
+                subject.drop(rid)
 
     def apply(self, ops: Sequence[IndexOp]) -> list[OpResult]:
         results: list[OpResult] = []
-        lines: list[str] = []
-        with self._locked():
+        removed = False
+        with self._tx():
             for op in ops:
-                held = self._docs.get((op.tenant_id, op.doc_id))
-                if held is not None and held[0] >= op.version:
+                held = self._held(op.tenant_id, op.doc_id)
+                if held is not None and held[1] >= op.version:
                     results.append(OpResult(op, STALE))
                     continue
-                body = op.body()
-                self._store(op.tenant_id, op.doc_id, op.version, body)
-                lines.append(_line(op.tenant_id, op.doc_id, op.version, body))
+                self._put(op.tenant_id, op.doc_id, op.version, op.body())
                 results.append(OpResult(op, APPLIED))
-            if self._log is not None and lines:
-                if any(r.outcome == APPLIED and not r.op.live for r in results):
-                    self._compact()  # a tombstone: no older line may keep the content
-                else:
-                    with self._log.open("a", encoding="utf-8") as fh:
-                        fh.write("\n".join(lines) + "\n")
+                removed = removed or not op.live
+        if removed:
+            self._truncate_wal()  # no WAL frame may keep what the tombstone removed
         return results
-
-    def _compact(self) -> None:
-        """Rewrite the log with only the current state of each document (atomically), so
-        that the content of a deleted or superseded memory stays in no line on disk."""
-        assert self._log is not None
-        staging = self._log.with_suffix(".jsonl.tmp")
-        with staging.open("w", encoding="utf-8") as fh:
-            for (tenant_id, doc_id), (version, body) in self._docs.items():
-                fh.write(_line(tenant_id, doc_id, version, body) + "\n")
-        staging.replace(self._log)
 
     # ----------------------------------------------------------------------- reads
 
-    def _view(self, tenant_id: str, subject_id: str) -> _SubjectView:
-        subject = (tenant_id, subject_id)
-        view = self._views.get(subject)
-        if view is None:
-            ids = sorted(self._by_subject.get(subject, ()))
-            docs = [self._docs[(tenant_id, i)][1] for i in ids]
-            view = _SubjectView([d for d in docs if d.get("doc_type") == "memory"])
-            self._views[subject] = view
-        return view
+    def _subject(self, tenant_id: str, subject_id: str) -> _Subject:
+        import numpy as np
+
+        key = (tenant_id, subject_id)
+        subject = self._subjects.get(key)
+        if subject is not None:
+            return subject
+        rows = self._conn.execute(
+            """SELECT d.rid, b.body, b.vector, b.words FROM docs d JOIN bodies b ON b.rid = d.rid
+               WHERE d.tenant_id = ? AND d.subject_id = ? AND d.doc_type = 'memory'
+               ORDER BY d.rid""",
+            (tenant_id, subject_id),
+        ).fetchall()
+        dim = next((len(r[2]) // 4 for r in rows if r[2] is not None), None)
+        subject = _Subject(dim)
+        for rid, body, blob, words in rows:
+            vector = None if blob is None else np.frombuffer(blob, dtype="<f4")
+            subject.put(rid, json.loads(body), vector, (words or "").split())
+        self._subjects[key] = subject
+        return subject
 
     def search(
         self, flt: SearchFilter, text: str, vector: Sequence[float] | None, k: int
@@ -168,76 +464,58 @@ class EmbeddedIndex:
         import numpy as np
 
         started = time.perf_counter()
-        with self._locked():
-            view = self._view(flt.tenant_id, flt.subject_id)
-        admitted = np.array([flt.admits(d) for d in view.docs], dtype=bool)
         keyword: list[Hit] = []
         vector_hits: list[Hit] = []
-        if admitted.any():
-            query_tokens = tokens(text)
-            if view.bm25 is not None and query_tokens:
-                scores = np.asarray(view.bm25.get_scores(query_tokens), dtype=np.float64)
-                keyword = _top(view.docs, np.where(admitted & (scores > 0), scores, -1.0), k)
-            if vector is not None and view.matrix.shape[1] == len(vector):
-                sims = view.matrix @ np.asarray(vector, dtype=np.float32)
-                has_vector = np.array([d.get("embedding") is not None for d in view.docs])
-                # Reported like OpenSearch's cosinesimil score: (1 + cosine) / 2.
-                scored = np.where(admitted & has_vector, (1.0 + sims) / 2.0, -1.0)
-                vector_hits = _top(view.docs, scored, k)
+        words = tokens(text)
+        with self._lock:
+            subject = self._subject(flt.tenant_id, flt.subject_id)
+            if subject.count:
+                mask = subject.admitted(flt)
+                if words:
+                    scores = subject.bm25(words, mask)
+                    keyword = subject.top(scores, scores > 0, k)
+                if vector is not None and subject.dim == len(vector):
+                    eligible = mask & subject.has_vector
+                    sims = subject.matrix @ np.asarray(vector, dtype=np.float32)
+                    # Reported like OpenSearch's cosinesimil score: (1 + cosine) / 2.
+                    vector_hits = subject.top((1.0 + sims) / 2.0, eligible, k)
         return SearchResult(
             keyword=keyword, vector=vector_hits, took_ms=(time.perf_counter() - started) * 1000
         )
 
+    def _document(self, version: int, body: str, blob: bytes | None) -> tuple[int, dict[str, Any]]:
+        import numpy as np
+
+        doc: dict[str, Any] = json.loads(body)
+        if doc.get("doc_type") == "memory":
+            doc["embedding"] = None if blob is None else np.frombuffer(blob, "<f4").tolist()
+        return int(version), doc
+
     def get(self, tenant_id: str, chain_id: str) -> tuple[int, dict[str, Any]] | None:
-        with self._locked():
-            return self._docs.get((tenant_id, chain_id))
+        with self._lock:
+            row = self._conn.execute(
+                """SELECT d.version, b.body, b.vector FROM docs d JOIN bodies b ON b.rid = d.rid
+                   WHERE d.tenant_id = ? AND d.doc_id = ?""",
+                (tenant_id, chain_id),
+            ).fetchone()
+        return None if row is None else self._document(*row)
 
     def documents(self, tenant_id: str) -> dict[str, tuple[int, dict[str, Any]]]:
-        with self._locked():
-            return {i: v for (t, i), v in self._docs.items() if t == tenant_id}
+        with self._lock:
+            rows = self._conn.execute(
+                """SELECT d.doc_id, d.version, b.body, b.vector
+                   FROM docs d JOIN bodies b ON b.rid = d.rid WHERE d.tenant_id = ?""",
+                (tenant_id,),
+            ).fetchall()
+        return {doc_id: self._document(v, b, blob) for doc_id, v, b, blob in rows}
 
     def refresh(self) -> None:
         return None
 
 
-def _line(tenant_id: str, doc_id: str, version: int, body: dict[str, Any]) -> str:
-    """One log line. The embedding goes as base64 of its float64 bytes (``vector``): exact,
-    and a tenth of the cost of writing 384 floats as JSON text. Lines written before this
-    keep the embedding inside ``body``; ``_replay`` reads both."""
-    entry: dict[str, Any] = {"tenant_id": tenant_id, "id": doc_id, "version": version}
-    embedding = body.get("embedding")
-    if embedding is not None:
-        entry["body"] = {k: v for k, v in body.items() if k != "embedding"}
-        entry["vector"] = _pack(embedding)
-    else:
-        entry["body"] = body
-    return json.dumps(entry, ensure_ascii=False)
-
-
-def _pack(vector: Sequence[float]) -> str:
-    import numpy as np
-
-    return base64.b64encode(np.asarray(vector, dtype="<f8").tobytes()).decode("ascii")
-
-
 def _unpack(text: str) -> list[float]:
+    """A vector as the earlier log wrote it: base64 of its float64 bytes."""
     import numpy as np
 
     values: list[float] = np.frombuffer(base64.b64decode(text), dtype="<f8").tolist()
     return values
-
-
-def _top(docs: list[dict[str, Any]], scores: Any, k: int) -> list[Hit]:
-    import numpy as np
-
-    order = np.argsort(-scores, kind="stable")[:k]
-    return [
-        Hit(
-            chain_id=docs[i]["chain_id"],
-            memory_id=docs[i]["memory_id"],
-            memory_version=int(docs[i]["memory_version"]),
-            score=float(scores[i]),
-        )
-        for i in order
-        if scores[i] >= 0
-    ]
