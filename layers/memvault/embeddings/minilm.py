@@ -424,6 +424,10 @@ class MiniLmEmbedder:
     def embed_one(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
+    def tokenizer_vocabulary(self) -> list[str]:
+        """The tokenizer's word pieces (benchmarks draw realistic words from them)."""
+        return list(self._loaded()[1].get_vocab())
+
     def _loaded(self) -> tuple[_Weights, Any]:
         weights, tokenizer = self._weights, self._tokenizer
         if weights is not None and tokenizer is not None:
