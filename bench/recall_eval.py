@@ -18,6 +18,7 @@ from typing import Any
 from cleanup import drop_indexes
 
 from memvault_local.client import ApiClient
+from memvault_local.devkeys import DEFAULT_SCOPES
 from memvault_local.evaluation import EvalSet, load, score
 from memvault_local.process import start_stack
 
@@ -47,8 +48,15 @@ def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[
 
             @cache
             def client_for(
-                tenant: str, subject: str, role: str | None, sensitivity: str | None
+                tenant: str, subject: str | None, role: str | None, sensitivity: str | None
             ) -> ApiClient:
+                if subject is None:  # a reviewer, for any subject of the tenant
+                    return stack.client(
+                        tenant,
+                        None,
+                        scope=f"{DEFAULT_SCOPES} subjects:any",
+                        max_sensitivity=sensitivity,
+                    )
                 return stack.client(tenant, subject, agent_role=role, max_sensitivity=sensitivity)
 
             loaded = load(evalset, client_for)

@@ -35,6 +35,14 @@ class Forbidden(MemvaultError):
     status = 403
 
 
+class ProvenanceNotAllowed(MemvaultError):
+    """The caller claims a source its identity does not allow (an agent claiming the
+    user's confirmation, say), or confirms a candidate without being a person."""
+
+    code = "provenance_not_allowed"
+    status = 403
+
+
 class NotFound(MemvaultError):
     code = "not_found"
     status = 404
@@ -141,6 +149,7 @@ class InternalError(MemvaultError):
 ALL_ERRORS: tuple[type[MemvaultError], ...] = (
     Unauthorized,
     Forbidden,
+    ProvenanceNotAllowed,
     NotFound,
     ValidationFailed,
     ConsentRequired,

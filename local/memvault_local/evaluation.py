@@ -5,7 +5,8 @@
 recall mode and reports recall@k per language, trap keys returned, and how many of the
 queries about topics a subject never mentioned come back empty.
 
-The caller supplies ``client_for(tenant, subject, agent_role, max_sensitivity)``: an
+The caller supplies ``client_for(tenant, subject, agent_role, max_sensitivity)``
+(``subject`` None: a reviewer's, acting for any subject with ``subjects:any``): an
 object with ``call(method, path, body=...)`` answering ``.status``, ``.body`` and
 ``.headers`` (``memvault_local.client.ApiClient`` over HTTP, or an in-process stand-in).
 """
@@ -35,7 +36,7 @@ class Caller(Protocol):
     def call(self, method: str, path: str, *, body: Any = None) -> Any: ...
 
 
-ClientFor = Callable[[str, str, str | None, str | None], Caller]
+ClientFor = Callable[[str, str | None, str | None, str | None], Caller]
 
 
 @dataclass(frozen=True)
@@ -86,7 +87,10 @@ def load(evalset: EvalSet, client_for: ClientFor, *, wait_indexed: float = 120.0
     out = Loaded()
     expiring_until = 0.0
     for m in evalset.memories:
-        client = client_for(m["tenant_id"], m["subject_id"], None, "pii")
+        # The writer's identity matches the provenance it claims: the subject's own token,
+        # or for a reviewed memory a reviewer's (no subject: ``subjects:any``).
+        reviewed = m["source"]["type"] == "human_review"
+        client = client_for(m["tenant_id"], None if reviewed else m["subject_id"], None, "pii")
         path = f"/v1/subjects/{m['subject_id']}/memories"
         answer = client.call("POST", path, body=_write_body(m))
         if answer.status != 201:

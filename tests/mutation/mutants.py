@@ -34,6 +34,7 @@ TENANT_API = "tests/api/test_tenant_from_token_only.py"
 RACE = "tests/integration/test_idempotency_race.py"
 WINDOW = "tests/integration/test_before_the_purge.py"
 REBUILD = "tests/integration/test_embedded_rebuild.py"
+PROVENANCE = "tests/integration/test_provenance.py"
 
 MEMORY_PORT = "tests/storage/test_memory_port.py"
 SESSIONS_PORT = "tests/storage/test_sessions_port.py"
@@ -314,7 +315,9 @@ MUTANTS: tuple[Mutant, ...] = (
         id="embedded-index-tombstones-do-not-guard",
         path="layers/memvault/search/embedded.py",
         original="                if held is not None and held[1] >= op.version:\n",
-        replacement="                if held is not None and held[1] >= op.version and not op.live:\n",
+        replacement=(
+            "                if held is not None and held[1] >= op.version and not op.live:\n"
+        ),
         kill=(
             f"{REBUILD}::test_a_rebuilt_index_refuses_a_replayed_insert_of_a_deleted_memory",
             f"{REBUILD}::test_a_rebuilt_index_keeps_a_deleted_chain_dead_whichever_version_replays",
@@ -404,6 +407,42 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{SESSION_LIMITS}::test_a_reader_sees_only_the_messages_its_ceiling_admits[dynamodb]",
         ),
         description="personal data enters a session without consent and unclassified",
+    ),
+    # 10. Provenance comes from the verified identity.
+    Mutant(
+        id="any-caller-claims-any-provenance",
+        path="layers/memvault/services/memory.py",
+        original="        provenance.check_claim(ctx, cmd.source)\n",
+        replacement="",
+        kill=(
+            f"{PROVENANCE}::test_an_agent_may_not_claim_a_persons_confirmation"
+            "[dynamodb-user_confirmed]",
+            f"{PROVENANCE}::test_the_user_may_confirm_but_only_a_reviewer_may_claim_human_review"
+            "[sqlite]",
+        ),
+        description="an agent token writes user_confirmed or human_review memories",
+    ),
+    Mutant(
+        id="an-agent-confirms-its-own-candidate",
+        path="layers/memvault/services/memory.py",
+        original="            provenance.check_confirm(ctx)\n",
+        replacement="            pass\n",
+        kill=(
+            f"{PROVENANCE}::test_an_agent_cannot_confirm_its_own_inference_but_the_user_can"
+            "[sqlite]",
+        ),
+        description="an agent turns its own model_inferred candidate active",
+    ),
+    Mutant(
+        id="an-edit-keeps-the-old-source",
+        path="layers/memvault/policy/provenance.py",
+        original="    if not content_changed:\n        return current\n",
+        replacement="    return current\n",
+        kill=(
+            f"{PROVENANCE}::test_an_agents_edit_of_the_users_memory_takes_the_agents_provenance"
+            "[dynamodb]",
+        ),
+        description="an agent rewrites a user's confirmed memory and keeps the user's source",
     ),
     # 9. No input answers 500.
     Mutant(

@@ -38,9 +38,10 @@ from memvault.models.memory import (
     MemoryPatch,
     MemoryStatus,
     MemoryWrite,
+    SourceType,
 )
 from memvault.observability import logger
-from memvault.policy import write_policy
+from memvault.policy import provenance, write_policy
 from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import (
@@ -93,6 +94,7 @@ class MemoryService:
     def write(self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite) -> WriteResult:
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
+        provenance.check_claim(ctx, cmd.source)
         payload_hash = _hash(cmd.fingerprint_payload())
         record = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
         if record is not None:
@@ -448,7 +450,15 @@ class MemoryService:
                     "current_memory_id": chain.current_memory_id,
                 },
             )
-        source = patch.source or current.source
+        content_changed = patch.content is not None and patch.content != current.content
+        source = provenance.corrected_source(ctx, current.source, patch.source, content_changed)
+        kept = source == current.source
+        # Turning a candidate (or a new inference) active is a confirmation: a person's.
+        confirming = patch.status == "active" and not (
+            kept and current.status is MemoryStatus.ACTIVE
+        )
+        if confirming and source.type is SourceType.MODEL_INFERRED:
+            provenance.check_confirm(ctx)
         sensitivity = patch.sensitivity or current.sensitivity
         consent = current.consent if patch.consent is None else patch.consent
         decision = write_policy.evaluate(
@@ -461,7 +471,7 @@ class MemoryService:
                 sensitivity=sensitivity,
                 consent=consent,
                 confirmed=patch.status == "active"
-                or (current.status is MemoryStatus.ACTIVE and patch.source is None),
+                or (current.status is MemoryStatus.ACTIVE and kept),
             )
         )
         now = self.clock.now()

@@ -28,7 +28,11 @@ TAGS = ["memories"]
     description="A replay of the same request_id and payload returns the first result with "
     "the header Idempotent-Replay: true. A canonical_key whose current fact this token may "
     "not read (above its max_sensitivity, or outside the fact's visibility) is refused with "
-    "409 fact_not_writable, before any version is compared; the details name the key only.",
+    "409 fact_not_writable, before any version is compared; the details name the key only. "
+    "The source is checked against the token: an agent token (agent_role) may claim "
+    "user_statement (with source.ref), tool_result or model_inferred; the subject's own "
+    "token also user_confirmed; only a reviewer (subjects:any, no agent_role) human_review. "
+    "Any other claim is 403 provenance_not_allowed.",
     responses=documented(201, MemoryOut, 403, 404, 409),
     tags=TAGS,
 )
@@ -91,6 +95,12 @@ def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
 @router.patch(
     f"{BASE}/<memory_id>",
     summary="Correct a memory: a new version at expected_version + 1 (scope memory:write)",
+    description="Setting status active confirms a candidate: only a person's token (no "
+    "agent_role) may, otherwise 403 provenance_not_allowed. A source sent is checked as on "
+    "a write; a correction that changes the content without one takes the corrector's own "
+    "provenance (model_inferred for an agent, so the new version is a candidate; "
+    "user_statement for the subject; human_review for a reviewer); one that leaves the "
+    "content alone keeps the source.",
     responses=documented(200, MemoryOut, 403, 404, 409),
     tags=TAGS,
 )

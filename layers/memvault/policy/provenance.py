@@ -1,0 +1,111 @@
+"""What provenance a caller may claim, derived from its verified identity.
+
+A memory's source type decides its trust: ``user_confirmed`` and ``human_review`` go
+straight to active at the top of the ranking, ``model_inferred`` waits as a candidate.
+So the source is not whatever the caller says; it is checked against who the token says
+the caller is:
+
+- an **agent** (a token with an ``agent_role``) may claim ``user_statement`` (with a
+  ``source.ref`` to what the user said), ``tool_result`` or ``model_inferred``;
+- the **user** (a token without an agent role, acting for its own subject) may also
+  claim ``user_confirmed``;
+- a **reviewer** (a token without an agent role holding ``subjects:any``: a person or
+  service of the tenant acting for any subject) may claim anything, ``human_review``
+  included.
+
+Confirming a candidate needs a person (user or reviewer). A source says where the
+content came from, so a correction that changes the content takes the corrector's
+provenance: the source it sends (checked as above), or, when it sends none, its own
+(``model_inferred`` for an agent, so its edit waits as a candidate; ``user_statement``
+for the user; ``human_review`` for a reviewer). A correction that leaves the content
+alone (tags, visibility, lifetime) keeps the source, unless it sends one.
+"""
+
+from __future__ import annotations
+
+from enum import StrEnum
+
+from memvault.errors import ProvenanceNotAllowed, ValidationFailed
+from memvault.models.access import AccessContext, Scope
+from memvault.models.memory import Source, SourceType
+
+
+class Caller(StrEnum):
+    AGENT = "agent"
+    USER = "user"
+    REVIEWER = "reviewer"
+
+
+_MAY_CLAIM: dict[Caller, frozenset[SourceType]] = {
+    Caller.AGENT: frozenset(
+        {SourceType.USER_STATEMENT, SourceType.TOOL_RESULT, SourceType.MODEL_INFERRED}
+    ),
+    Caller.USER: frozenset(
+        {
+            SourceType.USER_STATEMENT,
+            SourceType.USER_CONFIRMED,
+            SourceType.TOOL_RESULT,
+            SourceType.MODEL_INFERRED,
+        }
+    ),
+    Caller.REVIEWER: frozenset(SourceType),
+}
+
+#: The source a correction takes when the corrector sends none and may not keep the old.
+_OWN: dict[Caller, SourceType] = {
+    Caller.AGENT: SourceType.MODEL_INFERRED,
+    Caller.USER: SourceType.USER_STATEMENT,
+    Caller.REVIEWER: SourceType.HUMAN_REVIEW,
+}
+
+
+def caller_kind(ctx: AccessContext) -> Caller:
+    if ctx.agent_role is not None:
+        return Caller.AGENT
+    if Scope.SUBJECTS_ANY in ctx.scopes:
+        return Caller.REVIEWER
+    return Caller.USER
+
+
+def may_claim(ctx: AccessContext, source_type: SourceType) -> bool:
+    return source_type in _MAY_CLAIM[caller_kind(ctx)]
+
+
+def check_claim(ctx: AccessContext, source: Source) -> None:
+    """Refuse a source the caller's identity does not allow it to claim."""
+    kind = caller_kind(ctx)
+    if source.type not in _MAY_CLAIM[kind]:
+        allowed = sorted(t.value for t in _MAY_CLAIM[kind])
+        raise ProvenanceNotAllowed(
+            f"a {kind.value} token may not claim source type '{source.type.value}'; "
+            f"it may claim {', '.join(allowed)}",
+            {"source_type": source.type.value, "caller": kind.value, "allowed": allowed},
+        )
+    if kind is Caller.AGENT and source.type is SourceType.USER_STATEMENT and not source.ref:
+        raise ValidationFailed(
+            "an agent that records what the user said must point to it: set source.ref "
+            "(a message or turn id)",
+            {"field": "source.ref"},
+        )
+
+
+def check_confirm(ctx: AccessContext) -> None:
+    """Only a person (the user, or a reviewer) turns a candidate into an active memory."""
+    if caller_kind(ctx) is Caller.AGENT:
+        raise ProvenanceNotAllowed(
+            "an agent token may not confirm a candidate memory; the user or a reviewer "
+            "confirms it (a token without agent_role)",
+            {"caller": Caller.AGENT.value, "action": "confirm"},
+        )
+
+
+def corrected_source(
+    ctx: AccessContext, current: Source, sent: Source | None, content_changed: bool
+) -> Source:
+    """The source of a correction's new version (see the module's rules)."""
+    if sent is not None:
+        check_claim(ctx, sent)
+        return sent
+    if not content_changed:
+        return current
+    return Source(type=_OWN[caller_kind(ctx)], ref=None)
