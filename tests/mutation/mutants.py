@@ -35,6 +35,8 @@ RACE = "tests/integration/test_idempotency_race.py"
 WINDOW = "tests/integration/test_before_the_purge.py"
 REBUILD = "tests/integration/test_embedded_rebuild.py"
 PROVENANCE = "tests/integration/test_provenance.py"
+SECRET_PATTERNS = "tests/unit/test_secret_patterns.py"
+SECRETS_EVERYWHERE = "tests/integration/test_secrets_everywhere.py"
 
 MEMORY_PORT = "tests/storage/test_memory_port.py"
 SESSIONS_PORT = "tests/storage/test_sessions_port.py"
@@ -356,9 +358,14 @@ MUTANTS: tuple[Mutant, ...] = (
         original=(
             "        ctx.require(Scope.SESSIONS_WRITE)\n"
             "        ctx.require_subject(subject_id)\n"
-            "        secrets = find_secrets("
+            "        refuse_secrets(\n"
+            '            [("content", msg.content)'
         ),
-        replacement="        ctx.require(Scope.SESSIONS_WRITE)\n        secrets = find_secrets(",
+        replacement=(
+            "        ctx.require(Scope.SESSIONS_WRITE)\n"
+            "        refuse_secrets(\n"
+            '            [("content", msg.content)'
+        ),
         kill=(
             "tests/integration/test_sessions.py"
             "::test_another_subjects_token_cannot_append_nor_renew_the_idle_clock[dynamodb]",
@@ -443,6 +450,29 @@ MUTANTS: tuple[Mutant, ...] = (
             "[dynamodb]",
         ),
         description="an agent rewrites a user's confirmed memory and keeps the user's source",
+    ),
+    # 11. Credentials are found in every stored text field, however they are written.
+    Mutant(
+        id="secret-scan-reads-raw-text",
+        path="layers/memvault/policy/secrets.py",
+        original="        for line in normalise(text).splitlines() or [text]:\n",
+        replacement="        for line in text.splitlines() or [text]:\n",
+        kill=(
+            f"{SECRET_PATTERNS}::test_a_credential_the_probe_stored_is_found"
+            "[AKIA\\u200bIOSFODNN7EXAMPLF]",
+        ),
+        description="a key id split by a zero-width space, or in full-width letters, is stored",
+    ),
+    Mutant(
+        id="run-state-is-not-scanned",
+        path="layers/memvault/services/runs.py",
+        original='                *text_fields(body.state or {}, "state"),\n',
+        replacement="",
+        kill=(
+            f"{SECRETS_EVERYWHERE}::test_a_checkpoint_carrying_a_credential_is_refused"
+            "[sqlite-changes1-state.notes[1].db]",
+        ),
+        description="a credential inside a run's state is stored with the checkpoint",
     ),
     # 9. No input answers 500.
     Mutant(

@@ -1,4 +1,6 @@
-"""Secret detection with detect-secrets' pattern and keyword plugins.
+"""Secret detection: detect-secrets' pattern and keyword plugins, and memvault's own
+patterns for prose, unquoted assignments and token formats it lacks
+(``secret_patterns``), all run on normalised text (NFKC, no zero-width characters).
 
 Entropy plugins are off: prose and ids trip them constantly. ``IPPublicDetector`` is
 off too: an address is not a credential. Findings carry the secret's *type* and the
@@ -11,10 +13,14 @@ import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from functools import lru_cache
+from typing import Any
 
 from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 from detect_secrets.settings import cache_bust, configure_settings_from_baseline, get_plugins
 from detect_secrets.util.code_snippet import get_code_snippet
+
+from memvault.errors import SecretDetected
+from memvault.policy.secret_patterns import matches, normalise
 
 _DISABLED = {"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"}
 #: The file name detect-secrets' own ad hoc scan (``scan_line``) reports; the keyword
@@ -78,10 +84,38 @@ def find_secrets(fields: Iterable[tuple[str, str]]) -> list[SecretFinding]:
     # and here a false negative stores a credential.
     _configure()
     for field, text in fields:
-        for line in text.splitlines() or [text]:
-            for secret_type in _types_in(line):
+        for line in normalise(text).splitlines() or [text]:
+            for secret_type in (*_types_in(line), *matches(line)):
                 key = (field, secret_type)
                 if key not in seen:
                     seen.add(key)
                     findings.append(SecretFinding(field=field, secret_type=secret_type))
     return findings
+
+
+def text_fields(value: Any, path: str) -> list[tuple[str, str]]:
+    """Every string of a JSON-like value, keys included, named by where it sits
+    (``state.notes[2]``): what a run's state or budget stores."""
+    out: list[tuple[str, str]] = []
+    if isinstance(value, str):
+        out.append((path, value))
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            out.append((f"{path} (key)", str(key)))
+            out += text_fields(item, f"{path}.{key}")
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            out += text_fields(item, f"{path}[{i}]")
+    return out
+
+
+def refuse_secrets(fields: Iterable[tuple[str, str | None]], what: str) -> None:
+    """Raise ``secret_detected`` naming the fields (never the value) when any holds a
+    credential; ``what`` says what is being written ("the checkpoint")."""
+    findings = find_secrets((name, text) for name, text in fields if text)
+    if findings:
+        raise SecretDetected(
+            f"{what} contains what looks like a credential; it is not kept. Remove it "
+            "(store a reference to a secret manager instead) and send it again",
+            {"findings": [{"field": f.field, "type": f.secret_type} for f in findings]},
+        )

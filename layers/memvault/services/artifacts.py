@@ -47,6 +47,7 @@ from memvault.models.memory import (
     Sensitivity,
 )
 from memvault.observability import logger
+from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.objects import ObjectRef, ObjectStore
@@ -92,6 +93,10 @@ class ArtifactService:
     ) -> tuple[ArtifactOut, bool]:
         ctx.require(Scope.ARTIFACTS_WRITE)
         ctx.require_subject(subject_id)
+        refuse_secrets(
+            [("request_id", body.request_id), ("name", body.name), ("media_type", body.media_type)],
+            "the artifact's metadata",
+        )
         max_bytes, media_types = self.settings.artifact_limits(ctx.tenant_id)
         if body.size_bytes > max_bytes:
             raise PayloadTooLarge(

@@ -42,6 +42,7 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
+from memvault.policy.secrets import refuse_secrets, text_fields
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.runs import (
     Advancement,
@@ -77,6 +78,14 @@ class RunService:
     def create(self, ctx: AccessContext, run_id: str, body: CreateRun) -> tuple[Checkpoint, bool]:
         ctx.require(Scope.RUNS_WRITE)
         ctx.require_subject(body.subject_id)
+        refuse_secrets(
+            [
+                ("run_id", run_id),
+                ("plan_version", body.plan_version),
+                *text_fields(body.budget, "budget"),
+            ],
+            "the run",
+        )
         now = self.clock.now()
         fingerprint = _digest(body.model_dump(mode="json"))
         checkpoint = Checkpoint(
@@ -137,6 +146,16 @@ class RunService:
     def advance(self, ctx: AccessContext, run_id: str, body: Advance) -> Checkpoint:
         ctx.require(Scope.RUNS_WRITE)
         current = self._load(ctx, run_id).checkpoint
+        refuse_secrets(
+            [
+                ("step", body.step),
+                ("plan_version", body.plan_version),
+                *text_fields(body.pending_approvals or [], "pending_approvals"),
+                *text_fields(body.state or {}, "state"),
+                *text_fields(body.budget or {}, "budget"),
+            ],
+            "the checkpoint",
+        )
         self._check_version(current, body.expected_version)
         self._check_transition(current.status, body.status)
         changes: dict[str, Any] = {"status": body.status, "step": body.step}
@@ -246,6 +265,9 @@ class RunService:
         """Record a side effect's status; returns it and whether anything changed."""
         ctx.require(Scope.RUNS_WRITE)
         stored = self._load(ctx, run_id)
+        refuse_secrets(
+            [("operation_id", operation_id), ("result_ref", body.result_ref)], "the operation"
+        )
         if body.status is OperationStatus.COMMITTED and body.result_ref is None:
             raise ValidationFailed(
                 "a COMMITTED operation needs its result_ref", {"field": "result_ref"}
@@ -306,6 +328,9 @@ class RunService:
     def deliver_event(self, ctx: AccessContext, run_id: str, event: RunEvent) -> dict[str, Any]:
         """Apply an external event once: its receipt and its effect commit together."""
         ctx.require(Scope.RUNS_WRITE)
+        refuse_secrets(
+            [("event_id", event.event_id), ("approval_id", event.approval_id)], "the event"
+        )
         fingerprint = _digest(event.model_dump(mode="json"))
         for _ in range(5):
             stored = self._load(ctx, run_id)

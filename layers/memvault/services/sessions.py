@@ -25,7 +25,6 @@ from memvault.errors import (
     ConsentRequired,
     IdempotencyKeyReused,
     NotFound,
-    SecretDetected,
     SessionExpired,
     ValidationFailed,
     VersionConflict,
@@ -42,7 +41,7 @@ from memvault.models.session import (
 )
 from memvault.observability import logger
 from memvault.policy.pii import find_pii
-from memvault.policy.secrets import find_secrets
+from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.errors import ConditionFailed
 from memvault.storage.ports.sessions import (
     NewMessage,
@@ -104,12 +103,10 @@ class SessionService:
         append was new (False for a replay of the same request)."""
         ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
-        secrets = find_secrets([("content", msg.content)])
-        if secrets:
-            raise SecretDetected(
-                "the message contains what looks like a credential; it is not kept",
-                {"findings": [{"field": s.field, "type": s.secret_type} for s in secrets]},
-            )
+        refuse_secrets(
+            [("content", msg.content), ("request_id", msg.request_id), ("session_id", session_id)],
+            "the message",
+        )
         sensitivity = _classify(msg.content, msg.consent, "message")
         for attempt in range(_APPEND_ATTEMPTS):
             if attempt:
@@ -261,8 +258,7 @@ class SessionService:
                 f"the summary must cover messages within 1..{session.message_count}",
                 {"field": "through_seq"},
             )
-        if find_secrets([("content", body.content)]):
-            raise SecretDetected("the summary contains what looks like a credential")
+        refuse_secrets([("content", body.content)], "the summary")
         sensitivity = _classify(body.content, body.consent, "summary")
         now = self.clock.now()
         expires = session.expires_at
