@@ -1,21 +1,28 @@
-"""Recognising personal data by pattern: emails, phone numbers, card numbers, national ids.
+"""Recognising personal data by pattern, in English and Chinese.
 
 Phone numbers use libphonenumber's matcher (via ``phonenumbers``), which checks
-numbering plans rather than digit counts; card numbers must pass the Luhn check;
-national ids cover US SSNs and PRC resident ids (with their check digit).
+numbering plans rather than digit counts; card numbers must pass the Luhn check, IBANs
+their mod-97 check, PRC resident ids their check digit, IP addresses Python's parser.
+National ids also cover US SSNs and UK National Insurance numbers. Identifiers without a
+checkable shape (passports, driving licences, bank accounts, medical record numbers),
+dates of birth, street addresses, health data and coordinates are recognised by the
+words around them.
 """
 
 from __future__ import annotations
 
+import ipaddress
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import phonenumbers
 
+from memvault.policy.secret_patterns import normalise
+
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
-_SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}-(?!00)\d{2}-(?!0000)\d{4}(?!\d)")
+_SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?!\d)")
 _PRC_ID = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])")
 _PRC_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _PRC_CHECK = "10X98765432"
@@ -64,18 +71,135 @@ def _has_phone(text: str) -> bool:
     return False
 
 
+_IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
+_NINO = re.compile(
+    r"\b(?!BG|GB|NK|KN|TN|NT|ZZ)[A-CEGHJ-PR-TW-Z][A-CEGHJ-NPR-TW-Z]"
+    r" ?\d{2} ?\d{2} ?\d{2} ?[A-D]\b"
+)
+_DATE = (
+    r"(?:\d{4}-\d{1,2}-\d{1,2}|\d{1,2}[/.]\d{1,2}[/.]\d{2,4}"
+    r"|\d{1,2}(?:st|nd|rd|th)? [A-Z][a-z]+,? \d{4}"
+    r"|[A-Z][a-z]+ \d{1,2}(?:st|nd|rd|th)?,? \d{4}|\d{4}年\d{1,2}月\d{1,2}日)"
+)
+_BIRTH = re.compile(
+    r"(?i)(?:\b(?:born(?: on| in)?|dob|d\.o\.b\.?|date of birth|birth ?date|birthday)\b"
+    r"|出生日期|出生于|生日|生于)[^0-9A-Za-z\n]{0,8}"
+    + _DATE
+    + r"|"
+    + _DATE
+    + r"\s*(?:出生|生(?![\u4e00-\u9fff]))"
+)
+_ADDRESS = re.compile(
+    r"\b\d{1,5}[A-Z]?,? (?:[A-Z][a-z]+ ){1,3}(?:Street|St|Road|Rd|Lane|Ln|Avenue|Ave|Boulevard"
+    r"|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl|Square|Sq|Terrace|Close|Crescent|Gardens|Row|Hill)\b"
+    r"|[\u4e00-\u9fff]{1,8}(?:省|市|自治区)[\u4e00-\u9fff]{0,8}(?:区|县|市|镇)"
+    r"[\u4e00-\u9fff0-9]{0,12}(?:路|街|道|巷|大道|胡同|弄)\d+号"
+)
+_IPV4 = re.compile(r"(?<![\d.])(?:\d{1,3}\.){3}\d{1,3}(?![\d.])")
+_IPV6 = re.compile(r"(?<![0-9A-Fa-f:])(?:[0-9A-Fa-f]{0,4}:){2,7}[0-9A-Fa-f]{0,4}(?![0-9A-Fa-f:])")
+_VERSIONED = re.compile(r"(?i)(?:\bv|version|release|build|ver\.?)\s*$")
+_HEALTH = re.compile(
+    r"(?i)\b(?:diagnosed with|suffers? from|allergic to|prescribed|medication|chemotherapy"
+    r"|diabetes|diabetic|asthma|hypertension|depression|anxiety disorder|cancer|tumou?r"
+    r"|hiv|pregnan\w*|epilep\w*|dementia|adhd|bipolar|schizophreni\w*|insulin"
+    r"|blood pressure|therapy for|surgery|sick leave"
+    r"|takes \d+ ?(?:mg|mcg|µg|ml|g|iu)\b|\d+ ?(?:mg|mcg) \w+ daily)"
+    r"|患有|确诊|手术|病假|诊断为|诊断出|服用|过敏|病史|糖尿病|高血压|抑郁|癌症|肿瘤|怀孕|哮喘|毫克|化疗|心脏病"
+)
+_KEYED = {
+    "passport": re.compile(
+        r"(?i)(?:passport(?: no\.?| number| #)?|护照(?:号码|号)?)[^A-Za-z0-9\n]{0,6}"
+        r"(?:is )?[A-Z]{0,2}\d{6,9}\b"
+    ),
+    "bank_account": re.compile(
+        r"(?i)(?:\brouting(?: number)?|\bsort code|\bacct\.?|\baccount (?:number|no\.?)"
+        r"|\bbank account|\b(?:checking|savings|current) account|\bABA\b"
+        r"|\baccount\b(?=[^\n]{0,40}(?:sort code|routing))"
+        r"|(?<=sort code \d\d-\d\d-\d\d, )account|账号|银行账户|银行卡号|卡号)"
+        r"[^0-9\n]{0,6}\d[\d -]{5,}"
+    ),
+    "drivers_license": re.compile(
+        r"(?i)(?:driver'?s? licen[cs]e|driving licen[cs]e|\bDL\b#?|驾驶证|驾照)"
+        r"(?: (?:no\.?|number))?[^A-Za-z0-9\n]{0,8}(?:is )?[A-Z0-9][A-Z0-9 -]{5,}"
+    ),
+    "medical_record": re.compile(
+        r"(?i)(?:\bMRN\b|medical record(?: number| no\.?)?|病历号|住院号|病案号)"
+        r"[^A-Za-z0-9\n]{0,8}(?:(?:at|is) [^:\n]{0,30}?)?[A-Z]{0,3}\d{5,}"
+    ),
+}
+_COORDINATES = re.compile(
+    r"(?<![\d.])([-+]?\d{1,2}\.\d{4,})°? ?([NS])?, ?([-+]?\d{1,3}\.\d{4,})°? ?([EW])?"
+)
+
+
+def _iban_ok(raw: str) -> bool:
+    code = raw.replace(" ", "")
+    if not 15 <= len(code) <= 34:
+        return False
+    moved = code[4:] + code[:4]
+    digits = "".join(str(int(c, 36)) for c in moved)
+    return int(digits) % 97 == 1
+
+
+def _has_ip(text: str) -> bool:
+    for m in _IPV4.finditer(text):
+        if _VERSIONED.search(text[: m.start()]):
+            continue
+        try:
+            ipaddress.IPv4Address(m.group())
+        except ValueError:
+            continue
+        return True
+    for m in _IPV6.finditer(text):
+        if m.group().count(":") >= 2:
+            try:
+                ipaddress.IPv6Address(m.group())
+            except ValueError:
+                continue
+            return True
+    return False
+
+
+def _has_coordinates(text: str) -> bool:
+    for m in _COORDINATES.finditer(text):
+        lat, lon = float(m.group(1)), float(m.group(3))
+        if -90 <= lat <= 90 and -180 <= lon <= 180:
+            return True
+    return False
+
+
+_CHECKS: tuple[tuple[str, Callable[[str], bool]], ...] = (
+    ("iban", lambda t: any(_iban_ok(m.group()) for m in _IBAN.finditer(t))),
+    ("date_of_birth", lambda t: _BIRTH.search(t) is not None),
+    ("address", lambda t: _ADDRESS.search(t) is not None),
+    ("ip_address", _has_ip),
+    ("health", lambda t: _HEALTH.search(t) is not None),
+    ("location", _has_coordinates),
+    *((kind, (lambda t, r=regex: r.search(t) is not None)) for kind, regex in _KEYED.items()),
+)
+
+
 def _kinds_in(text: str) -> list[str]:
     kinds = []
     if _EMAIL.search(text):
         kinds.append("email")
-    if _SSN.search(text) or any(_prc_id_ok(m.group()) for m in _PRC_ID.finditer(text)):
+    if (
+        _SSN.search(text)
+        or _NINO.search(text)
+        or any(_prc_id_ok(m.group()) for m in _PRC_ID.finditer(text))
+    ):
         kinds.append("national_id")
     if _has_card(text):
         kinds.append("card_number")
     if _has_phone(text):
         kinds.append("phone_number")
+    kinds += [kind for kind, found in _CHECKS if found(text)]
     return kinds
 
 
 def find_pii(fields: Iterable[tuple[str, str]]) -> list[PiiFinding]:
-    return [PiiFinding(field, kind) for field, text in fields for kind in _kinds_in(text)]
+    """One finding per kind and field, on text normalised as for secrets (NFKC, no
+    zero-width characters): full-width digits and split numbers are what they spell."""
+    return [
+        PiiFinding(field, kind) for field, text in fields for kind in _kinds_in(normalise(text))
+    ]

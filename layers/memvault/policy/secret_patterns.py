@@ -27,7 +27,16 @@ def normalise(text: str) -> str:
 
 
 _PLACEHOLDER = re.compile(
-    r"^(?:\$\{?[\w.]+\}?|\{\{.*\}\}|<[^>]*>|%\w+%?|\*+|x{3,}|\.{3,}|_+|-+)$", re.IGNORECASE
+    r"^(?:\$\{?[\w.]+\}?|\{\{.*\}\}|<[^>]*>?|\[[^\]]*\]?|%\w+%?|\*+|x{3,}|\.{3,}|_+|-+)$",
+    re.IGNORECASE,
+)
+_MEASURE = re.compile(r"^[+-]?\d+(?:[.,]\d+)?[°%]?$")
+#: A value that names where the secret is kept rather than the secret: an environment
+#: variable or a secret manager's reference.
+_REFERENCE = re.compile(
+    r"^(?:os\.environ|os\.getenv|getenv|process\.env|env[.(\[:]|ENV\[|secrets?\.|vault:"
+    r"|ssm:|arn:aws:(?:secretsmanager|ssm)|\$\(|!ref|\{\{)",
+    re.IGNORECASE,
 )
 #: Values that stand for no secret at all.
 _NOT_VALUES = frozenset(
@@ -43,14 +52,18 @@ _NOT_VALUES = frozenset(
 
 def looks_secret(value: str, *, prose: bool) -> bool:
     """Whether a value after a credential keyword is plausibly the credential itself."""
+    if _PLACEHOLDER.match(value) or _REFERENCE.match(value):
+        return False
     value = value.strip("\"'`\u201c\u201d\u2018\u2019()[]<>.,;:!?")
     if len(value) < 4 or _PLACEHOLDER.match(value) or value.lower() in _NOT_VALUES:
         return False
+    if value.isdigit():
+        return len(value) >= 6  # a PIN of six digits or more
+    if _MEASURE.match(value):
+        return False  # 39.9515°, 3.5%, -12
     has_digit = any(c.isdigit() for c in value)
     has_symbol = any(not c.isalnum() for c in value)
     mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
-    if value.isdigit():
-        return len(value) >= 6  # a PIN of six digits or more
     if has_digit or has_symbol or mixed_case:
         return len(value) >= 6
     # One lower-case word: a pass phrase when long, a word of the sentence otherwise.
@@ -67,6 +80,25 @@ class Pattern:
 
 def _value(group: str, *, prose: bool) -> Callable[[re.Match[str]], bool]:
     return lambda m: looks_secret(m.group(group), prose=prose)
+
+
+def _strict(group: str) -> Callable[[re.Match[str]], bool]:
+    """For a value with no ``is`` or ``:`` before it ("password Xy7!..."): it must hold
+    a digit or a symbol, so that "password manager" or "password Reset" pass."""
+
+    def accept(m: re.Match[str]) -> bool:
+        value = m.group(group).strip("\"'`.,;:!?()")
+        marked = any(c.isdigit() for c in value) or any(not c.isalnum() for c in value)
+        return marked and looks_secret(value, prose=True)
+
+    return accept
+
+
+def _aws_secret(m: re.Match[str]) -> bool:
+    v = m.group("v")
+    return (
+        any(c.isupper() for c in v) and any(c.islower() for c in v) and any(c.isdigit() for c in v)
+    )
 
 
 _KEYWORDS = (
@@ -95,6 +127,30 @@ PATTERNS: tuple[Pattern, ...] = (
             r"(?i)aws[_.-]?secret(?:[_.-]?access)?[_.-]?key\W{0,3}[:=]\s*[\"']?"
             r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
         ),
+    ),
+    Pattern(
+        "AWS Secret Access Key",
+        re.compile(
+            r"(?i)secret[ _.-]?(?:access[ _.-]?)?key\b.{0,12}?(?<![A-Za-z0-9/+])"
+            r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+        ),
+        _aws_secret,
+    ),
+    Pattern("Private Key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
+    Pattern(
+        "JDBC Password",
+        re.compile(r"(?i)\bjdbc:oracle:[a-z]+:[^/\s@]+/(?P<v>[^@\s]+)@"),
+        _value("v", prose=False),
+    ),
+    Pattern(
+        "Password On A Command Line",
+        re.compile(
+            r"(?i)(?:\bmysql(?:dump|admin)?\b[^\n|;]*?\s-p(?P<a>[^\s-]\S*)"
+            r"|\bredis-cli\b[^\n|;]*?\s-a\s+(?P<b>\S+)"
+            r"|\bsshpass\s+-p\s*(?P<c>\S+)"
+            r"|(?:^|\s)--[\w-]*(?:password|passwd|secret|token|api-key|apikey)(?:=|\s+)(?P<d>\S+))"
+        ),
+        lambda m: looks_secret(next(g for g in m.groups() if g), prose=False),
     ),
     Pattern(
         "JDBC Password",
@@ -130,9 +186,10 @@ PATTERNS: tuple[Pattern, ...] = (
         "Secret In Prose",
         re.compile(
             r"(?i)\b(?:password|passphrase|passcode|pass code|pin(?: code)?|pwd|secret key"
-            r"|api key|access key|access token|auth token|token|login)"
+            r"|api key|access key|access token|auth token|token|login"
+            r"|(?:unlock|access|door|alarm|security|entry|gate|safe|wifi|wi-fi) code)"
             r"(?:\s+(?:for|of|to|on|at|in)\s+[^.,;:!?\n]{1,40}?)?"
-            r"\s+(?:is|was|are|will be|has been|reads|set to|now)\s*:?\s+"
+            r"(?:\s+(?:is|was|are|will be|has been|reads|set to|now|to)\s*:?|\s*:)\s+"
             r"[\"'\u201c\u2018`]?(?P<v>\S+)"
         ),
         _value("v", prose=True),
@@ -166,9 +223,17 @@ PATTERNS: tuple[Pattern, ...] = (
         "Secret In Prose",
         re.compile(
             r"(?i)\b(?:contraseña|clave|mot de passe|passwort|kennwort|senha|пароль)\b"
-            r"[^.,;\n]{0,30}?\s*(?:es|est|ist|é|era|:|=)\s+[\"'“«]?(?P<v>\S+)"
+            r"[^.,;\n]{0,30}?(?:\s+(?:es|est|ist|é|era|a|à|auf|para)|\s*[:=])\s+[\"'“«]?(?P<v>\S+)"
         ),
         _value("v", prose=True),
+    ),
+    Pattern(
+        "Secret In Prose",
+        re.compile(
+            r"(?i)\b(?:password|passphrase|passcode|contraseña|clave|passwort|mot de passe)"
+            r"\s+[\"'\u201c\u2018`«]?(?P<v>\S+)"
+        ),
+        _strict("v"),
     ),
 )
 
