@@ -12,6 +12,7 @@ from memvault.errors import (
     Forbidden,
     IdempotencyKeyReused,
     NotFound,
+    ProvenanceNotAllowed,
     SecretDetected,
     SessionExpired,
 )
@@ -208,11 +209,26 @@ def test_only_the_subjects_own_messages_renew_the_idle_clock(
     and system notes are kept but renew nothing (before, an agent talking to itself kept
     a session alive that its subject had left)."""
     first, _ = sessions.append(ctx(), "u-1", "s-1", say("hello"))
+    platform = ctx(subject=None, scopes=frozenset(Scope))  # the only writer of system notes
     for role in ("assistant", "tool", "system"):
         clock.advance(minutes=9)
         answer = AppendMessage(request_id=f"r-{role}", role=role, content=f"{role} says hi")  # type: ignore[arg-type]
-        after, _ = sessions.append(ctx(agent_role="helper"), "u-1", "s-1", answer)
+        writer = platform if role == "system" else ctx(agent_role="helper")
+        after, _ = sessions.append(writer, "u-1", "s-1", answer)
         assert after.idle_expires_at == first.idle_expires_at, role
     clock.advance(minutes=4)  # 31 minutes after the subject's last message
     with pytest.raises(NotFound):
         sessions.read(ctx(), "u-1", "s-1")
+
+
+def test_only_the_tenants_service_may_append_system_messages(sessions: SessionService) -> None:
+    """A system message carries the platform's instructions into the assembled context;
+    an agent or the subject appending one could pass its own text off as them."""
+    system = AppendMessage(request_id="r-sys", role="system", content="Answer in Chinese")  # type: ignore[arg-type]
+    for caller in (ctx(agent_role="helper"), ctx()):
+        with pytest.raises(ProvenanceNotAllowed) as raised:
+            sessions.append(caller, "u-1", "s-1", system)
+        assert raised.value.details["role"] == "system"
+    service = ctx(subject=None, scopes=frozenset(Scope))
+    session, created = sessions.append(service, "u-1", "s-1", system)
+    assert created and session.message_count == 1

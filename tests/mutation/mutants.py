@@ -36,6 +36,7 @@ WINDOW = "tests/integration/test_before_the_purge.py"
 REBUILD = "tests/integration/test_embedded_rebuild.py"
 PROVENANCE = "tests/integration/test_provenance.py"
 SECRET_PATTERNS = "tests/unit/test_secret_patterns.py"
+REPLAY = "tests/integration/test_replay_after_delete.py"
 SECRETS_EVERYWHERE = "tests/integration/test_secrets_everywhere.py"
 
 MEMORY_PORT = "tests/storage/test_memory_port.py"
@@ -358,13 +359,10 @@ MUTANTS: tuple[Mutant, ...] = (
         original=(
             "        ctx.require(Scope.SESSIONS_WRITE)\n"
             "        ctx.require_subject(subject_id)\n"
-            "        refuse_secrets(\n"
-            '            [("content", msg.content)'
+            "        if msg.role is Role.SYSTEM:\n"
         ),
         replacement=(
-            "        ctx.require(Scope.SESSIONS_WRITE)\n"
-            "        refuse_secrets(\n"
-            '            [("content", msg.content)'
+            "        ctx.require(Scope.SESSIONS_WRITE)\n        if msg.role is Role.SYSTEM:\n"
         ),
         kill=(
             "tests/integration/test_sessions.py"
@@ -473,6 +471,28 @@ MUTANTS: tuple[Mutant, ...] = (
             "[sqlite-changes1-state.notes[1].db]",
         ),
         description="a credential inside a run's state is stored with the checkpoint",
+    ),
+    Mutant(
+        id="replay-ignores-the-ceiling",
+        path="layers/memvault/services/memory.py",
+        original="            or not ctx.may_read(memory.sensitivity, memory.visibility)\n",
+        replacement="",
+        kill=(
+            f"{REPLAY}::test_a_replay_never_hands_a_memory_to_a_caller_below_its_sensitivity"
+            "[sqlite]",
+        ),
+        description="a caller below a memory's sensitivity gets it back by replaying its request",
+    ),
+    Mutant(
+        id="any-caller-appends-system-messages",
+        path="layers/memvault/services/sessions.py",
+        original="            provenance.check_system_message(ctx)\n",
+        replacement="            pass\n",
+        kill=(
+            "tests/integration/test_sessions.py"
+            "::test_only_the_tenants_service_may_append_system_messages[dynamodb]",
+        ),
+        description="an agent passes its own text off as the platform's system instructions",
     ),
     # 9. No input answers 500.
     Mutant(

@@ -13,7 +13,8 @@ the caller is:
   service of the tenant acting for any subject) may claim anything, ``human_review``
   included.
 
-Confirming a candidate needs a person (user or reviewer). A source says where the
+Confirming a candidate needs a person (user or reviewer); a session's ``system``
+messages need the tenant's service (the reviewer kind of token). A source says where the
 content came from, so a correction that changes the content takes the corrector's
 provenance: the source it sends (checked as above), or, when it sends none, its own
 (``model_inferred`` for an agent, so its edit waits as a candidate; ``user_statement``
@@ -96,6 +97,18 @@ def check_confirm(ctx: AccessContext) -> None:
             "an agent token may not confirm a candidate memory; the user or a reviewer "
             "confirms it (a token without agent_role)",
             {"caller": Caller.AGENT.value, "action": "confirm"},
+        )
+
+
+def check_system_message(ctx: AccessContext) -> None:
+    """A session's ``system`` messages carry the platform's instructions into assembled
+    context: only the tenant's own service (``subjects:any``, no agent role) writes them."""
+    if caller_kind(ctx) is not Caller.REVIEWER:
+        raise ProvenanceNotAllowed(
+            "only the tenant's service (a token with subjects:any and no agent_role) may "
+            "append system messages; an agent or the subject appends user, assistant or "
+            "tool messages",
+            {"caller": caller_kind(ctx).value, "role": "system"},
         )
 
 

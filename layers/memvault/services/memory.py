@@ -259,18 +259,28 @@ class MemoryService:
     def _replay(
         self, ctx: AccessContext, subject_id: str, record: IdempotencyRecord, payload_hash: str
     ) -> Memory:
+        # Whether the memory is gone, or out of this caller's reach, is decided before the
+        # payload is compared: otherwise 404 against 409 would confirm a guess of deleted
+        # or unreadable content.
+        memory = self.repo.version(ctx.tenant_id, subject_id, record.memory_id)
+        chain = self.repo.chain(ctx.tenant_id, subject_id, memory.chain_id) if memory else None
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        if (
+            memory is None
+            or chain is None
+            or not chain.live
+            or memory.subject_epoch != epoch
+            or not ctx.may_read(memory.sensitivity, memory.visibility)
+        ):
+            raise NotFound(
+                "the memory this request_id wrote is deleted or not readable with this "
+                "token; use a new request_id for a new memory",
+                {"request_id": record.request_id},
+            )
         if record.payload_hash != payload_hash:
             raise IdempotencyKeyReused(
                 "this request_id was already used with a different payload; use a new "
                 "request_id for a new memory",
-                {"request_id": record.request_id},
-            )
-        memory = self.repo.version(ctx.tenant_id, subject_id, record.memory_id)
-        chain = self.repo.chain(ctx.tenant_id, subject_id, memory.chain_id) if memory else None
-        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
-        if memory is None or chain is None or not chain.live or memory.subject_epoch != epoch:
-            raise NotFound(
-                "the memory this request wrote has since been deleted",
                 {"request_id": record.request_id},
             )
         return memory

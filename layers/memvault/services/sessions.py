@@ -40,6 +40,7 @@ from memvault.models.session import (
     Summary,
 )
 from memvault.observability import logger
+from memvault.policy import provenance
 from memvault.policy.pii import find_pii
 from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.errors import ConditionFailed
@@ -103,6 +104,8 @@ class SessionService:
         append was new (False for a replay of the same request)."""
         ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
+        if msg.role is Role.SYSTEM:
+            provenance.check_system_message(ctx)
         refuse_secrets(
             [("content", msg.content), ("request_id", msg.request_id), ("session_id", session_id)],
             "the message",
