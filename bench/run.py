@@ -39,6 +39,7 @@ def _opensearch() -> str:
 
 
 def main(only: list[str]) -> int:
+    import cold_start
     import deletion_speed
     import embeddings
     import index_scale
@@ -56,6 +57,7 @@ def main(only: list[str]) -> int:
         "recall_quality": lambda: recall_eval.run("opensearch", url),
         "recall_speed": lambda: recall_speed.run(url),
         "deletion": deletion_speed.run,
+        "cold_start": cold_start.run,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     latest = RESULTS / "latest.json"
@@ -131,6 +133,8 @@ def render(report: dict[str, Any]) -> str:
             "```",
             "",
         ]
+    if "cold_start" in s:
+        lines += _cold_start_lines(s["cold_start"])
     if "deletion" in s:
         lines += [
             "## Deletion: request to COMPLETED (local stack)",
@@ -141,6 +145,25 @@ def render(report: dict[str, Any]) -> str:
             "",
         ]
     return "\n".join(lines) + "\n"
+
+
+def _cold_start_lines(cs: dict[str, Any]) -> list[str]:
+    goal = cs["goals"]["import_ms_at_most"]
+    lines = [
+        f"## Cold start: handler import time (Python {cs['python']}, median of 5 fresh "
+        f"interpreters; goal ≤ {goal} ms)",
+        "",
+        "| handler | import ms | costliest modules (self ms) | code kB |",
+        "|---|---|---|---|",
+    ]
+    for name, h in cs["handlers"].items():
+        top = ", ".join(f"{m} {ms}" for m, ms in list(h["top_self_ms"].items())[:4])
+        lines.append(f"| {name} | {h['import_ms_median']} | {top} | {h['code_kb']} |")
+    layer = cs["layer"]
+    if layer.get("built"):
+        largest = ", ".join(f"{k} {v}" for k, v in layer["largest_mb"].items())
+        lines += ["", f"Runtime layer: {layer['total_mb']} MB; largest packages (MB): {largest}."]
+    return [*lines, ""]
 
 
 def _index_lines(ix: dict[str, Any]) -> list[str]:
