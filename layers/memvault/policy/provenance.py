@@ -68,10 +68,6 @@ def caller_kind(ctx: AccessContext) -> Caller:
     return Caller.USER
 
 
-def may_claim(ctx: AccessContext, source_type: SourceType) -> bool:
-    return source_type in _MAY_CLAIM[caller_kind(ctx)]
-
-
 def check_claim(ctx: AccessContext, source: Source) -> None:
     """Refuse a source the caller's identity does not allow it to claim."""
     kind = caller_kind(ctx)

@@ -315,14 +315,6 @@ class EmbeddedIndex:
                 raise
             self._conn.execute("COMMIT")
 
-    def loaded(self) -> bool:
-        """Always: opening the file is all a restart costs; subjects load on first query."""
-        return True
-
-    @property
-    def path(self) -> Path | None:
-        return self._path
-
     def close(self) -> None:
         with self._lock:
             self._conn.close()
