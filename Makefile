@@ -57,7 +57,8 @@ opensearch: ## start a local single-node OpenSearch on 127.0.0.1:9200 (downloade
 opensearch-stop: ## stop the local OpenSearch started by `make opensearch`
 	@bash scripts/opensearch.sh stop
 
-bench: $(STAMP) ## benchmarks (embedded store at 100k memories, OpenSearch, MiniLM): bench/results/latest.{json,md}; SECTIONS= to pick
+bench: $(STAMP) ## benchmarks (memvault beside Mem0 on OpenSearch, 100k memories, MiniLM): bench/results/<date>-<commit>.json, latest.md and plots; SECTIONS= to pick
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[bench]"
 	$(BIN)/python bench/run.py $(SECTIONS)
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite

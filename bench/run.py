@@ -1,5 +1,8 @@
-"""``make bench``: every benchmark, results written to ``bench/results/latest.json`` and a
-readable ``bench/results/latest.md``. Needs the local OpenSearch (``make opensearch``).
+"""``make bench``: every benchmark, results written to ``bench/results/<date>-<commit>.json``
+(and ``latest.json``), a readable ``bench/results/latest.md`` and its plots
+(``bench/results/*.png``). Starts the local OpenSearch (``scripts/opensearch.sh``).
+``make bench SECTIONS="peer_scale write_cost"`` runs some sections; the others keep their
+figures from the last run that had them, each with the time and commit it ran at.
 
 Machines here are shared and noisy: figures are medians and percentiles of many runs of
 one operation, compared with goals as ratios, never asserted by tests.
@@ -25,7 +28,28 @@ GOALS = {
     "write_to_first_recall_p95_ms": 1500.0,
     "embedding_texts_per_s": 70.0,
     "deletion_completed_p95_ms": 5000.0,
+    # Issue 14's targets.
+    "recall_p95_ratio_to_mem0_at_most": 0.35,
+    "embedded_recall_p95_ms_at_100k": 30.0,
+    "noisy_neighbour_recall_drop_at_most": 0.01,
+    "freshness_p95_ms_local": 1000.0,
+    "delete_completed_p95_ms_at_100k": 2000.0,
+    "write_units_per_governed_write_at_most": 6,
+    "handler_import_ms_at_most": 300,
 }
+
+
+def _commit() -> str:
+    out = subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True
+    )
+    dirty = subprocess.run(
+        ["git", "status", "--porcelain", "--untracked-files=no"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+    ).stdout.strip()
+    return (out.stdout.strip() or "unknown") + ("-dirty" if dirty else "")
 
 
 def _opensearch() -> str:
@@ -43,11 +67,13 @@ def main(only: list[str]) -> int:
     import deletion_speed
     import embeddings
     import index_scale
+    import peer_compare
     import recall_eval
     import recall_speed
     import store_scale
+    import write_cost
 
-    needs_opensearch = {"recall_quality", "recall_speed", "deletion"}
+    needs_opensearch = {"recall_quality", "recall_speed", "deletion", "peer_quality", "peer_scale"}
     url = _opensearch() if not only or needs_opensearch & set(only) else ""
     sections: dict[str, Any] = {}
     plan = {
@@ -58,8 +84,12 @@ def main(only: list[str]) -> int:
         "recall_speed": lambda: recall_speed.run(url),
         "deletion": deletion_speed.run,
         "cold_start": cold_start.run,
+        "write_cost": write_cost.run,
+        "peer_quality": lambda: peer_compare.quality(url),
+        "peer_scale": lambda: peer_compare.scale(url),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
+    commit = _commit()
     latest = RESULTS / "latest.json"
     previous = json.loads(latest.read_text()).get("sections", {}) if latest.exists() else {}
     for name, bench in plan.items():
@@ -69,28 +99,66 @@ def main(only: list[str]) -> int:
         started = time.monotonic()
         sections[name] = bench()
         sections[name]["bench_seconds"] = round(time.monotonic() - started, 1)
-        _write(previous | sections)  # each section's figures are kept as soon as they exist
-    report = _write(previous | sections)
+        sections[name]["ran"] = {"at": _now(), "commit": commit}
+        _write(previous | sections, commit)  # each section's figures are kept at once
+    report = _write(previous | sections, commit)
+    import plots
+
+    plots.draw(report, RESULTS)
+    (RESULTS / "latest.md").write_text(render(report))
     print(render(report))
     return 0
 
 
-def _write(sections: dict[str, Any]) -> dict[str, Any]:
+def _now() -> str:
+    return datetime.now(UTC).isoformat(timespec="seconds")
+
+
+def _machine() -> str:
+    cpu = "unknown CPU"
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                cpu = line.split(":", 1)[1].strip()
+                break
+    except OSError:
+        pass
+    cores = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    memory = ""
+    try:
+        kb = int(Path("/proc/meminfo").read_text().split()[1])
+        memory = f", {kb / 1024 / 1024:.0f} GiB"
+    except (OSError, ValueError, IndexError):
+        pass
+    return f"{platform.machine()}, {cpu}, {cores} cores{memory}, Python {platform.python_version()}"
+
+
+def _write(sections: dict[str, Any], commit: str) -> dict[str, Any]:
     report = {
-        "when": datetime.now(UTC).isoformat(timespec="seconds"),
-        "machine": f"{platform.machine()}, {platform.python_version()}, "
-        f"{subprocess.run(['nproc'], capture_output=True, text=True).stdout.strip()} cores",
+        "when": _now(),
+        "commit": commit,
+        "machine": _machine(),
         "goals": GOALS,
         "sections": sections,
     }
-    (RESULTS / "latest.json").write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
+    text = json.dumps(report, indent=2, ensure_ascii=False) + "\n"
+    (RESULTS / "latest.json").write_text(text)
+    (RESULTS / f"{report['when'][:10]}-{commit}.json").write_text(text)
     (RESULTS / "latest.md").write_text(render(report))
     return report
 
 
 def render(report: dict[str, Any]) -> str:
     s = report["sections"]
-    lines = [f"# Benchmark results ({report['when']}, {report['machine']})", ""]
+    lines = [
+        f"# Benchmark results ({report['when']}, commit {report.get('commit', '?')})",
+        "",
+        f"Machine: {report['machine']}. Each section names when and at which commit it ran.",
+        "",
+    ]
+    for part in ("peer_scale", "peer_quality", "write_cost"):
+        if part in s:
+            lines += _PEER_RENDER[part](s[part], report["goals"])
     if "embeddings" in s:
         e = s["embeddings"]
         lines += [
@@ -272,6 +340,136 @@ def _store_lines(st: dict[str, Any]) -> list[str]:
         f"{sc['readable_after_restart']}.",
         "",
     ]
+
+
+def _ran(section: dict[str, Any]) -> str:
+    ran = section.get("ran") or {}
+    return f"(ran {ran.get('at', '?')}, commit {ran.get('commit', '?')})"
+
+
+def _ms(st: dict[str, float]) -> str:
+    return f"{st['p50']} / {st['p95']} / {st['p99']}"
+
+
+def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## Recall at scale: memvault beside Mem0 on the same OpenSearch {_ran(ps)}",
+        "",
+        f"One tenant, {ps['subjects']} subjects, synthetic memories; {ps['queries_per_scale']} "
+        "recalls per system and scale, each with a real MiniLM query embedding (timed), in "
+        "this process (server-side). Milliseconds p50 / p95 / p99; ratio: p95 over Mem0's "
+        f"p95 (goal ≤ {goals['recall_p95_ratio_to_mem0_at_most']}).",
+        "",
+        "| memories | memvault, embedded | memvault, OpenSearch | Mem0, OpenSearch "
+        "| p95 ratio embedded / OpenSearch | index MB (embedded / memvault OS / Mem0 OS) |",
+        "|---|---|---|---|---|---|",
+    ]
+    for row in ps["scales"]:
+        r, ratio, size = row["recall_ms"], row["p95_ratio_to_mem0"], row["sizes_mb"]
+        lines.append(
+            f"| {row['memories']:,} | {_ms(r['memvault-embedded'])} "
+            f"| {_ms(r['memvault-opensearch'])} | {_ms(r['mem0-opensearch'])} "
+            f"| {ratio['memvault-embedded']} / {ratio['memvault-opensearch']} "
+            f"| {size['memvault_embedded_index']} / {size['memvault_opensearch_index']} "
+            f"/ {size['mem0_opensearch_index']} |"
+        )
+    fp = ps.get("freshness_and_purge")
+    if fp:
+        lines += [
+            "",
+            f"At {fp['memories']:,} memories, pumps and purge in the background as the local "
+            "stack runs them (ms p50 / p95 / p99): write → first recalled: memvault "
+            f"embedded {_ms(fp['memvault-embedded']['write_to_first_recall_ms'])} (goal p95 ≤ "
+            f"{goals['freshness_p95_ms_local']:.0f}), memvault OpenSearch "
+            f"{_ms(fp['memvault-opensearch']['write_to_first_recall_ms'])}, Mem0 "
+            f"{_ms(fp['mem0-opensearch']['write_to_first_recall_ms'])}; delete → COMPLETED "
+            f"{_ms(fp['delete_to_completed_ms'])} (goal p95 ≤ "
+            f"{goals['delete_completed_p95_ms_at_100k']:.0f}).",
+        ]
+    return [*lines, "", "![recall latency CDFs](recall_latency_cdf.png)", ""]
+
+
+def _peer_quality_lines(pq: dict[str, Any], goals: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## Recall quality beside Mem0 {_ran(pq)}",
+        "",
+        f"The evaluation set ({pq['memories']} memories, {pq['queries']} queries, "
+        f"`{pq['eval_set']}`) loaded through each system's calls with its lifecycle applied. "
+        "Violations: `must_not_return` memories in a top 10 (queries / memories), by trap.",
+        "",
+        "| system | method | recall@1 | @5 | @10 | MRR | en @10 | zh @10 | violations "
+        "| by trap | server p50 / p95 ms |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for name, methods in pq["systems"].items():
+        for method, r in methods.items():
+            if not isinstance(r, dict) or "recall" not in r:
+                continue
+            rec, v = r["recall"], r["violations"]
+            traps = ", ".join(f"{k} {n}" for k, n in v["by_trap"].items()) or "none"
+            lines.append(
+                f"| {name} | {method} | {rec['all'].get('@1')} | {rec['all']['@5']} "
+                f"| {rec['all']['@10']} | {rec['all'].get('mrr')} | {rec['en']['@10']} "
+                f"| {rec['zh']['@10']} | {v['queries']} / {v['memories_returned']} | {traps} "
+                f"| {r['server_ms_p50']} / {r['server_ms_p95']} |"
+            )
+    lines += [
+        "",
+        "Noisy neighbours (goal: recall@10 within "
+        f"{goals['noisy_neighbour_recall_drop_at_most']} of recall alone):",
+        "",
+        "| other subjects (memories) | system | recall@10 alone → with them | items returned "
+        "(mean) | violations |",
+        "|---|---|---|---|---|",
+    ]
+    for count, row in pq["noisy_neighbours"].items():
+        for name, r in row["systems"].items():
+            lines.append(
+                f"| {int(count):,} ({row['neighbour_memories']:,}) | {name} "
+                f"| {r['alone_recall_at_10']} → {r['recall_at_10']} | {r['items_returned_mean']} "
+                f"| {r['violations']['queries']} |"
+            )
+    return [*lines, "", "![recall quality per method](recall_quality.png)", ""]
+
+
+def _write_cost_lines(wc: dict[str, Any], goals: dict[str, Any]) -> list[str]:
+    lines = [
+        f"## DynamoDB request units per operation {_ran(wc)}",
+        "",
+        "Counted by DynamoDB's sizing rules from every call memvault's DynamoDB adapter makes "
+        "(on moto); transactions count double.",
+        "",
+        "| operation | write units | read units |",
+        "|---|---|---|",
+    ]
+    for op, units in wc.get("summary", {}).items():
+        lines.append(f"| {op} | {units.get('wru')} | {units.get('rru')} |")
+    target = wc.get("target", {})
+    cost = wc.get("cost", {})
+    if target:
+        lines += [
+            "",
+            f"Governed write: {target.get('measured_wru_request_path')} write units on the "
+            f"request path (goal ≤ {goals['write_units_per_governed_write_at_most']}); the same "
+            f"writes outside a transaction: {target.get('same_writes_outside_a_transaction_wru')}.",
+        ]
+    if cost:
+        os_line = cost.get("opensearch_monthly", {})
+        lines += [
+            "",
+            "Cost at on-demand prices: 1,000 governed writes "
+            f"${cost.get('per_1000_governed_writes_usd')}, "
+            f"1,000 recalls ${cost.get('per_1000_recalls_usd')}; OpenSearch "
+            f"({os_line.get('instance_type')}) ${os_line.get('usd_per_month')} a month, fixed.",
+        ]
+    return [*lines, ""]
+
+
+_PEER_RENDER = {
+    "peer_scale": _peer_scale_lines,
+    "peer_quality": _peer_quality_lines,
+    "write_cost": _write_cost_lines,
+}
 
 
 if __name__ == "__main__":

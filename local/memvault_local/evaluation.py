@@ -14,6 +14,7 @@ object with ``call(method, path, body=...)`` answering ``.status``, ``.body`` an
 from __future__ import annotations
 
 import json
+import math
 import re
 import statistics
 import time
@@ -156,12 +157,14 @@ def score(
     modes: Iterable[str] = MODES,
     limit: int = 10,
 ) -> dict[str, Any]:
-    """Per mode: recall@5 and @10 by language, trap queries, empty answers, latency."""
+    """Per mode: recall@1, @5 and @10 and MRR by language, trap queries, empty answers,
+    latency."""
     key_of = {v: k for k, v in loaded.ids.items()}
     report: dict[str, Any] = {}
     for mode in modes:
         hits: dict[str, dict[int, list[float]]] = {}
         traps: list[str] = []
+        trap_keys: dict[str, list[str]] = {}
         empty_ok = 0
         empty_total = 0
         latencies: list[float] = []
@@ -179,26 +182,35 @@ def score(
             if took is not None:
                 latencies.append(took)
             got = [key_of.get(i["memory"]["memory_id"], "?") for i in answer.body["items"]]
-            if set(got[:10]) & set(q["must_not_return"]):
+            trapped = sorted(set(got[:10]) & set(q["must_not_return"]))
+            if trapped:
                 traps.append(q["qid"])
+                trap_keys[q["qid"]] = trapped
             if q["expect_empty"]:
                 empty_total += 1
                 empty_ok += not got
                 continue
             relevant = set(q["relevant"])
             lang = language(q["text"])
-            for k in (5, 10):
-                share = len(relevant & set(got[:k])) / len(relevant)
+            first = next((rank for rank, key in enumerate(got, 1) if key in relevant), None)
+            for k in (1, 5, 10, 0):  # 0: the reciprocal rank of the first relevant item
+                share = (
+                    len(relevant & set(got[:k])) / len(relevant) if k else 1 / (first or math.inf)
+                )
                 hits.setdefault(lang, {}).setdefault(k, []).append(share)
                 hits.setdefault("all", {}).setdefault(k, []).append(share)
         report[mode] = {
             "recall": {
-                lang: {f"@{k}": round(statistics.fmean(v), 4) for k, v in by_k.items()}
+                lang: {
+                    ("mrr" if k == 0 else f"@{k}"): round(statistics.fmean(v), 4)
+                    for k, v in by_k.items()
+                }
                 | {"queries": len(by_k[5])}
                 for lang, by_k in sorted(hits.items())
             },
             "queries_with_trap_in_top10": len(traps),
             "trap_qids": traps,
+            "trap_keys": trap_keys,
             "expect_empty_answered_empty": f"{empty_ok}/{empty_total}",
             "server_ms_p50": round(percentile(latencies, 50), 2),
             "server_ms_p95": round(percentile(latencies, 95), 2),

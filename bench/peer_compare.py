@@ -1,0 +1,555 @@
+"""memvault beside Mem0 in one run: quality, noisy neighbours, scale, freshness and purge.
+
+Three systems, in this process, sharing one embedder (all-MiniLM-L6-v2 on numpy) and one
+local OpenSearch node (see ``peers.py`` for the wiring):
+
+- *memvault, embedded*: the embedded store and the embedded index (local mode's default);
+- *memvault, OpenSearch*: the same store, indexed into OpenSearch by its own indexer;
+- *Mem0, OpenSearch*: Mem0 2.2 (``infer=False``) on its OpenSearch vector store.
+
+``quality()``: the evaluation set (``../shared/eval``, else ``tests/data``) loaded through
+each system's calls with its lifecycle applied (corrections, deletions, expiries,
+candidates), then every query: recall@1/5/10 and MRR per method and language, and each
+``must_not_return`` violation with the trap it fell into. Then the evaluation subjects
+share their tenants with 100 and then 1,000 other subjects (10 memories each, copies of
+the set's own texts, the hardest neighbours a filter can have), and the queries run again.
+
+``scale()``: 1,000, 10,000 and 100,000 synthetic memories (seeded; 10 subjects of one
+tenant; vectors seeded random unit vectors, as in ``index_scale``, while every query is a
+real MiniLM embedding, timed) written once into memvault's store and once into Mem0;
+recall p50/p95/p99 per system at each scale, index sizes, and at the largest scale write →
+first recalled and delete → COMPLETED with the pumps and the purge running in the
+background, as the local stack runs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import statistics
+import sys
+import time
+import urllib.request
+import uuid
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from index_scale import _text, _vocabulary
+from peers import CachedEmbedder, Mem0System, MemvaultSystem, temp_home
+
+from memvault.embeddings.minilm import MiniLmEmbedder
+from memvault_local import evaluation
+from memvault_local.evaluation import EvalSet, percentile
+
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_EVAL = ROOT.parent / "shared" / "eval" / "recall_eval.json"
+EVAL = SHARED_EVAL if SHARED_EVAL.exists() else ROOT / "tests" / "data" / "recall_eval.json"
+SCALES = [int(x) for x in os.environ.get("BENCH_PEER_SCALES", "1000,10000,100000").split(",")]
+NEIGHBOURS = [int(x) for x in os.environ.get("BENCH_PEER_NEIGHBOURS", "100,1000").split(",")]
+PER_NEIGHBOUR = 10
+SUBJECTS = 10
+TENANT = "bench"
+QUERIES = 300
+FRESH = 30
+SYSTEMS = ("memvault-embedded", "memvault-opensearch", "mem0-opensearch")
+
+
+def _log(message: str) -> None:
+    print(f"  {message}", file=sys.stderr, flush=True)
+
+
+def _stats(values: list[float]) -> dict[str, float]:
+    return {
+        "p50": round(percentile(values, 50), 2),
+        "p95": round(percentile(values, 95), 2),
+        "p99": round(percentile(values, 99), 2),
+        "n": len(values),
+    }
+
+
+def _systems(home: Path, url: str, cached: CachedEmbedder, tag: str) -> dict[str, Any]:
+    memvault = MemvaultSystem(
+        home / "memvault",
+        cached,
+        ("embedded", "opensearch"),
+        opensearch_url=url,
+        alias=f"peer-{tag}",
+    )
+    mem0 = Mem0System(home / "mem0", url, cached, f"peer-{tag}-mem0")
+    return {"memvault": memvault, "mem0": mem0}
+
+
+def _views(systems: dict[str, Any]) -> dict[str, Any]:
+    return {
+        "memvault-embedded": systems["memvault"].view("embedded"),
+        "memvault-opensearch": systems["memvault"].view("opensearch"),
+        "mem0-opensearch": systems["mem0"],
+    }
+
+
+# ----------------------------------------------------------------------------- quality
+
+
+def _why(memory: dict[str, Any], query: dict[str, Any]) -> str:
+    """The trap a returned ``must_not_return`` memory is."""
+    lifecycle = memory["lifecycle"].split(":")[0]
+    if lifecycle != "active":
+        return {"superseded_by": "superseded"}.get(lifecycle, lifecycle)
+    if (memory["tenant_id"], memory["subject_id"]) != (query["tenant_id"], query["subject_id"]):
+        return "another subject"
+    ceiling = query.get("max_sensitivity") or "internal"
+    ranks = {"public": 0, "internal": 1, "pii": 2, "secret": 3}
+    if ranks[memory["sensitivity"]] > ranks[ceiling]:
+        return "above the caller's sensitivity ceiling"
+    if memory["visibility"] and query.get("agent_role") not in memory["visibility"]:
+        return "not visible to the caller's agent role"
+    if query.get("scope") and any(memory["scope"].get(k) != v for k, v in query["scope"].items()):
+        return "outside the asked scope"
+    return "other"
+
+
+def _violations(evalset: EvalSet, report: dict[str, Any]) -> dict[str, Any]:
+    memories = {m["key"]: m for m in evalset.memories}
+    queries = {q["qid"]: q for q in evalset.queries}
+    by_reason: dict[str, int] = {}
+    for qid, keys in report.get("trap_keys", {}).items():
+        for key in keys:
+            reason = _why(memories[key], queries[qid])
+            by_reason[reason] = by_reason.get(reason, 0) + 1
+    return {
+        "queries": len(report.get("trap_qids", [])),
+        "memories_returned": sum(by_reason.values()),
+        "by_trap": dict(sorted(by_reason.items(), key=lambda kv: -kv[1])),
+    }
+
+
+def _returned(evalset: EvalSet, client_for: Any) -> float:
+    counts = []
+    for q in evalset.queries:
+        client = client_for(
+            q["tenant_id"], q["subject_id"], q.get("agent_role"), q.get("max_sensitivity")
+        )
+        body: dict[str, Any] = {"query": q["text"], "limit": 10}
+        if q.get("scope"):
+            body["scope"] = q["scope"]
+        counts.append(
+            len(
+                client.call("POST", f"/v1/subjects/{q['subject_id']}/recall", body=body).body[
+                    "items"
+                ]
+            )
+        )
+    return round(statistics.fmean(counts), 2)
+
+
+def _score(evalset: EvalSet, name: str, view: Any, loaded: evaluation.Loaded) -> dict[str, Any]:
+    modes = evaluation.MODES if name.startswith("memvault") else ("search",)
+    out: dict[str, Any] = {}
+    for mode in modes:
+        # Mem0 has one search (semantic with a BM25 boost); it ignores ``mode``.
+        report = evaluation.score(evalset, view.client_for, loaded, modes=[mode])[mode]
+        report["violations"] = _violations(evalset, report)
+        out[mode] = report
+    return out
+
+
+def _neighbours(evalset: EvalSet, count: int, start: int, rng: random.Random) -> list[Any]:
+    tenants = sorted({m["tenant_id"] for m in evalset.memories})
+    texts = [m["content"] for m in evalset.memories]
+    out = []
+    for n in range(start, count):
+        tenant = tenants[n % len(tenants)]
+        for i in range(PER_NEIGHBOUR):
+            out.append(
+                (
+                    tenant,
+                    f"neighbour-{n:04d}",
+                    {
+                        "request_id": f"nb-{n}-{i}",
+                        "kind": "semantic",
+                        "content": rng.choice(texts),
+                        "source": {"type": "user_statement", "ref": f"nb:{n}/{i}"},
+                        "consent": True,
+                    },
+                )
+            )
+    return out
+
+
+def _quiet() -> None:
+    """Per-step INFO logs (purge steps, index batches) would drown the progress lines."""
+    from memvault.observability import logger
+
+    logger.setLevel("WARNING")
+
+
+def quality(url: str) -> dict[str, Any]:
+    _quiet()
+    evalset = EvalSet.read(EVAL)
+    cached = CachedEmbedder(MiniLmEmbedder())
+    started = time.monotonic()
+    cached.embed([m["content"] for m in evalset.memories])
+    _log(f"embedded the set's {len(evalset.memories)} texts in {time.monotonic() - started:.0f} s")
+    out: dict[str, Any] = {
+        "eval_set": str(EVAL.relative_to(ROOT.parent)),
+        "memories": len(evalset.memories),
+        "queries": len(evalset.queries),
+        "systems": {},
+        "noisy_neighbours": {},
+    }
+    with temp_home() as raw:
+        home = Path(raw)
+        tag = f"q{uuid.uuid4().hex[:6]}"
+        systems = _systems(home, url, cached, tag)
+        try:
+            # Load each system once (memvault's store feeds both its indexes).
+            loads: dict[str, evaluation.Loaded] = {}
+            for name, system in (("memvault", systems["memvault"]), ("mem0", systems["mem0"])):
+                client_for = (
+                    system.view("embedded").client_for if name == "memvault" else system.client_for
+                )
+                loads[name] = evaluation.load(evalset, client_for, wait_indexed=300)
+                if name == "memvault":
+                    system.sync()
+                _log(
+                    f"{name}: loaded in {loads[name].seconds:.1f} s, "
+                    f"refused {len(loads[name].refused)}"
+                )
+            views = _views(systems)
+            for name, view in views.items():
+                loaded = loads[name.split("-")[0]]
+                out["systems"][name] = _score(evalset, name, view, loaded) | {
+                    "refused_at_write": loaded.refused
+                }
+            # Noisy neighbours: the same tenants, more subjects.
+            rng = random.Random(1000)
+            done = 0
+            for count in NEIGHBOURS:
+                writes = _neighbours(evalset, count, done, rng)
+                systems["mem0"].begin_bulk()
+                for tenant, subject, body in writes:
+                    for name, system in systems.items():
+                        client_for = (
+                            system.view("embedded").client_for
+                            if name == "memvault"
+                            else system.client_for
+                        )
+                        answer = client_for(tenant, subject, None, None).call(
+                            "POST", f"/v1/subjects/{subject}/memories", body=body
+                        )
+                        assert answer.status == 201, answer.body
+                systems["mem0"].flush_bulk()
+                systems["memvault"].sync()
+                done = count
+                _log(f"{count} neighbour subjects ({len(writes)} more memories) loaded")
+                row: dict[str, Any] = {}
+                for name, view in views.items():
+                    loaded = loads[name.split("-")[0]]
+                    mode = "hybrid" if name.startswith("memvault") else "search"
+                    report = evaluation.score(evalset, view.client_for, loaded, modes=[mode])[mode]
+                    row[name] = {
+                        "recall_at_10": report["recall"]["all"]["@10"],
+                        "alone_recall_at_10": out["systems"][name][mode]["recall"]["all"]["@10"],
+                        "violations": _violations(evalset, report),
+                        "items_returned_mean": _returned(evalset, view.client_for),
+                    }
+                out["noisy_neighbours"][str(count)] = {
+                    "neighbour_memories": count * PER_NEIGHBOUR,
+                    "systems": row,
+                }
+        finally:
+            systems["memvault"].close()
+            systems["mem0"].close()
+            _drop(url, tag)
+    return out
+
+
+def _drop(url: str, tag: str) -> None:
+    for name in _indices(url, f"peer-{tag}"):
+        _request(url, "DELETE", f"/{name}")
+
+
+def _request(url: str, method: str, path: str) -> Any:
+    request = urllib.request.Request(url + path, method=method)  # noqa: S310
+    try:
+        with urllib.request.urlopen(request, timeout=60) as raw:  # noqa: S310
+            return json.loads(raw.read() or b"{}")
+    except urllib.error.HTTPError:
+        return {}
+
+
+def _indices(url: str, prefix: str) -> list[str]:
+    got = _request(url, "GET", f"/_cat/indices/{prefix}*?format=json&bytes=b")
+    return [row["index"] for row in got or []]
+
+
+def _index_mb(url: str, prefix: str) -> float:
+    got = _request(url, "GET", f"/_cat/indices/{prefix}*?format=json&bytes=b")
+    return round(sum(int(row["store.size"]) for row in got or []) / 1e6, 1)
+
+
+def _rss_mb(pid: str = "self") -> float:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return round(int(line.split()[1]) / 1024, 1)
+    except OSError:
+        pass
+    return 0.0
+
+
+def _opensearch_pid() -> str:
+    port = os.environ.get("MEMVAULT_OPENSEARCH_PORT", "9200")
+    home = os.environ.get("MEMVAULT_OPENSEARCH_HOME") or str(
+        Path.home() / ".memvault" / f"opensearch-{port}"
+    )
+    try:
+        return (Path(home) / "opensearch.pid").read_text().strip()
+    except OSError:
+        return "none"
+
+
+def _folder_mb(path: Path) -> float:
+    return round(sum(p.stat().st_size for p in path.rglob("*") if p.is_file()) / 1e6, 1)
+
+
+# ------------------------------------------------------------------------------- scale
+
+
+def _timed_recalls(view: Any, queries: list[str], rng: random.Random) -> list[float]:
+    took = []
+    for n in range(QUERIES):
+        subject = f"s-{rng.randrange(SUBJECTS):02d}"
+        answer = view.client_for(TENANT, subject, None, None).call(
+            "POST",
+            f"/v1/subjects/{subject}/recall",
+            body={"query": queries[n % len(queries)], "limit": 10},
+        )
+        assert answer.status == 200, answer.body
+        took.append(float(answer.headers["Server-Timing"].split("dur=")[1]))
+    return took
+
+
+def _load_scale(
+    systems: dict[str, Any], cached: CachedEmbedder, start: int, stop: int
+) -> dict[str, float]:
+    rng, vectors = random.Random(start + 17), np.random.default_rng(start + 17)
+    seconds: dict[str, float] = {}
+    bodies = []
+    for n in range(start, stop):
+        text = f"{_text(rng, 20)} n{n}"
+        v = vectors.normal(size=384)
+        cached.vectors[text] = (v / np.linalg.norm(v)).tolist()
+        bodies.append(
+            (
+                f"s-{n % SUBJECTS:02d}",
+                {
+                    "request_id": f"sc-{n}",
+                    "kind": "semantic",
+                    "content": text,
+                    "source": {"type": "user_statement", "ref": f"bench:{n}"},
+                    "consent": True,
+                },
+            )
+        )
+    memvault, mem0 = systems["memvault"], systems["mem0"]
+    t0 = time.monotonic()
+    for i, (subject, body) in enumerate(bodies):
+        answer = (
+            memvault.view("embedded")
+            .client_for(TENANT, subject, None, None)
+            .call("POST", f"/v1/subjects/{subject}/memories", body=body)
+        )
+        assert answer.status == 201, answer.body
+        if i % 5000 == 4999:
+            _log(f"memvault: {start + i + 1:,} written")
+    seconds["memvault_write_s"] = round(time.monotonic() - t0, 1)
+    for backend, pump in memvault.pumps.items():
+        t0 = time.monotonic()
+        pump.drain()
+        index = memvault.recalls[backend].index
+        if hasattr(index, "refresh"):
+            index.refresh()
+        seconds[f"memvault_index_{backend}_s"] = round(time.monotonic() - t0, 1)
+    t0 = time.monotonic()
+    mem0.begin_bulk()
+    for subject, body in bodies:
+        mem0.client_for(TENANT, subject, None, None).call(
+            "POST", f"/v1/subjects/{subject}/memories", body=body
+        )
+    seconds["mem0_add_s"] = round(time.monotonic() - t0, 1)
+    t0 = time.monotonic()
+    mem0.flush_bulk()
+    seconds["mem0_bulk_index_s"] = round(time.monotonic() - t0, 1)
+    return seconds
+
+
+def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
+    """Write → first recalled, and delete → COMPLETED, with the pumps in the background."""
+    memvault = systems["memvault"]
+    memvault.start_pumps()
+    rng = random.Random(99)
+    out: dict[str, Any] = {}
+    try:
+        for backend in memvault.recalls:
+            view = memvault.view(backend)
+            appear: list[float] = []
+            for n in range(FRESH):
+                subject = f"s-{n % SUBJECTS:02d}"
+                client = view.client_for(TENANT, subject, None, None)
+                colour = rng.choice(["red", "blue"])
+                text = f"Fresh fact {n} {backend}: the {colour} pipeline {uuid.uuid4().hex[:8]}"
+                written = client.call(
+                    "POST",
+                    f"/v1/subjects/{subject}/memories",
+                    body={
+                        "request_id": f"fresh-{backend}-{n}",
+                        "kind": "episodic",
+                        "content": text,
+                        "source": {"type": "user_statement", "ref": "bench"},
+                        "consent": True,
+                    },
+                )
+                t0 = time.perf_counter()
+                while True:
+                    found = client.call(
+                        "POST", f"/v1/subjects/{subject}/recall", body={"query": text, "limit": 3}
+                    )
+                    if any(
+                        i["memory"]["memory_id"] == written.body["memory_id"]
+                        for i in found.body["items"]
+                    ):
+                        break
+                    if time.perf_counter() - t0 > 30:
+                        raise RuntimeError("a written memory was not recalled within 30 s")
+                    time.sleep(0.01)
+                appear.append((time.perf_counter() - t0) * 1000)
+            out[f"memvault-{backend}"] = {"write_to_first_recall_ms": _stats(appear)}
+        # Deletes: the purge runs in the background (as a Step Functions execution would)
+        # and reaches every copy; polled until COMPLETED.
+        services = memvault.services
+        completed: list[float] = []
+        for n in range(FRESH):
+            subject = f"s-{n % SUBJECTS:02d}"
+            ctx = memvault.ctx(TENANT, subject)
+            victim = services.memory.list_memories(ctx, subject, limit=1).items[0].memory_id
+            t0 = time.perf_counter()
+            job = services.memory.delete(ctx, subject, victim)
+            while job.status.value != "COMPLETED":
+                if time.perf_counter() - t0 > 60:
+                    raise RuntimeError(f"deletion stayed {job.status.value} for 60 s")
+                time.sleep(0.01)
+                job = services.memory.deletion_status(ctx, job.deletion_id)
+            completed.append((time.perf_counter() - t0) * 1000)
+        out["delete_to_completed_ms"] = _stats(completed)
+        out["delete_copies"] = [c.model_dump(mode="json") for c in job.copies]
+    finally:
+        memvault.stop_pumps()
+    # Mem0: add → first found by search (its index refreshes every second by default).
+    mem0 = systems["mem0"]
+    appear = []
+    for n in range(FRESH):
+        subject = f"s-{n % SUBJECTS:02d}"
+        client = mem0.client_for(TENANT, subject, None, None)
+        text = f"Fresh fact {n} mem0: the pipeline {uuid.uuid4().hex[:8]}"
+        written = client.call(
+            "POST",
+            f"/v1/subjects/{subject}/memories",
+            body={
+                "kind": "episodic",
+                "content": text,
+                "source": {"type": "user_statement", "ref": "bench"},
+            },
+        )
+        t0 = time.perf_counter()
+        while True:
+            found = client.call(
+                "POST", f"/v1/subjects/{subject}/recall", body={"query": text, "limit": 3}
+            )
+            if any(
+                i["memory"]["memory_id"] == written.body["memory_id"] for i in found.body["items"]
+            ):
+                break
+            if time.perf_counter() - t0 > 30:
+                raise RuntimeError("a Mem0 memory was not found within 30 s")
+            time.sleep(0.01)
+        appear.append((time.perf_counter() - t0) * 1000)
+    out["mem0-opensearch"] = {"write_to_first_recall_ms": _stats(appear)}
+    return out
+
+
+def scale(url: str) -> dict[str, Any]:
+    _quiet()
+    evalset = EvalSet.read(EVAL)
+    queries = [q["text"] for q in evalset.queries]
+    model = MiniLmEmbedder()
+    _vocabulary(model)
+    cached = CachedEmbedder(model)
+    out: dict[str, Any] = {
+        "subjects": SUBJECTS,
+        "queries_per_scale": QUERIES,
+        "scales": [],
+    }
+    with temp_home() as raw:
+        home = Path(raw)
+        tag = f"s{uuid.uuid4().hex[:6]}"
+        systems = _systems(home, url, cached, tag)
+        views = _views(systems)
+        done = 0
+        try:
+            for target in SCALES:
+                _log(f"loading {done:,} → {target:,}")
+                load = _load_scale(systems, cached, done, target)
+                done = target
+                row: dict[str, Any] = {
+                    "memories": target,
+                    "load": load,
+                    "recall_ms": {},
+                    "recall_samples_ms": {},
+                }
+                for name, view in views.items():
+                    rng = random.Random(target)
+                    _timed_recalls(view, queries[:20], random.Random(1))  # warm: subjects load
+                    took = _timed_recalls(view, queries, rng)
+                    row["recall_ms"][name] = _stats(took)
+                    row["recall_samples_ms"][name] = [round(t, 2) for t in took]
+                    _log(
+                        f"{target:,} {name}: p50 {row['recall_ms'][name]['p50']} "
+                        f"p95 {row['recall_ms'][name]['p95']} ms"
+                    )
+                mem0_p95 = row["recall_ms"]["mem0-opensearch"]["p95"]
+                row["p95_ratio_to_mem0"] = {
+                    name: round(r["p95"] / mem0_p95, 3) for name, r in row["recall_ms"].items()
+                }
+                row["sizes_mb"] = {
+                    "memvault_store": _folder_mb(home / "memvault" / "data"),
+                    "memvault_embedded_index": _folder_mb(home / "memvault" / "index"),
+                    "memvault_opensearch_index": _index_mb(url, f"peer-{tag}--"),
+                    "mem0_opensearch_index": _index_mb(url, f"peer-{tag}-mem0"),
+                    "mem0_history_db": round(
+                        (home / "mem0" / "mem0-history.db").stat().st_size / 1e6, 1
+                    )
+                    if (home / "mem0" / "mem0-history.db").exists()
+                    else 0.0,
+                }
+                row["rss_mb"] = {
+                    "this_process_all_three_clients": _rss_mb(),
+                    "opensearch_node": _rss_mb(_opensearch_pid()),
+                }
+                out["scales"].append(row)
+            out["freshness_and_purge"] = _freshness_and_purge(systems) | {"memories": done}
+        finally:
+            systems["memvault"].close()
+            systems["mem0"].close()
+            _drop(url, tag)
+    return out
+
+
+def run_quality(url: str) -> dict[str, Any]:
+    return quality(url)
+
+
+def run_scale(url: str) -> dict[str, Any]:
+    return scale(url)

@@ -1,0 +1,502 @@
+"""memvault and Mem0 side by side, in this process, over the same OpenSearch and embedder.
+
+Both systems are driven through one small call surface, the HTTP API's routes as the
+evaluation loader and scorer use them (``memvault_local.evaluation``): ``POST`` a memory,
+``DELETE`` one, ``GET`` one, ``POST`` a recall. :class:`MemvaultSystem` answers them with
+memvault's own services (the embedded SQLite store, its change feed pumped into the
+index, recall with its hard filters and re-validation); :class:`Mem0Caller` answers
+them with Mem0's public ``Memory`` API, the calls a Mem0 user would make for the same
+intent. Recall latency is what each system's recall call takes in this process, query
+embedding included ("server-side"; Mem0 open source has no server of its own).
+
+The embedder is the same object for both: all-MiniLM-L6-v2 on numpy, with a cache of
+precomputed vectors (:class:`CachedEmbedder`) so that synthetic corpora need not be
+embedded twice and both systems index identical vectors.
+
+Mem0 wiring, as Mem0 2.2 needs it here (``mem0ai`` 2.2.x, ``infer=False``: no LLM):
+
+- telemetry off (``MEM0_TELEMETRY=False``), its home in a temporary folder;
+- its OpenSearch vector store pointed at our local node. Mem0 creates its index with the
+  nmslib engine, whose native library this node lacks, so :func:`create_mem0_index` makes
+  the index first with Mem0's own mapping and the Lucene HNSW engine; Mem0 then uses it
+  unchanged (it only creates an index that does not exist);
+- its embedder replaced after construction (its config accepts only built-in providers)
+  by an adapter over the shared embedder; its LLM is configured but never called;
+- no spaCy (the ``mem0ai[nlp]`` extra): Mem0 then keys BM25 on the raw text and skips
+  entity boosts, as it does for any user without that extra.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import tempfile
+import threading
+import time
+import urllib.error
+import urllib.request
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+from memvault.clock import SystemClock
+from memvault.config import Settings
+from memvault.errors import MemvaultError
+from memvault.indexing.indexer import Indexer
+from memvault.models.access import AccessContext, Scope, Sensitivity
+from memvault.models.memory import MemoryWrite
+from memvault.models.recall import RecallRequest
+from memvault.services.recall import RecallService
+from memvault.storage.sqlite.db import OutboxFeed
+from memvault.wiring import Services, build_services, search_index
+from memvault_local.outbox_pump import OutboxPump
+
+ALL_SCOPES = frozenset(Scope)
+DIM = 384
+
+
+@dataclass
+class Answer:
+    status: int
+    body: Any
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class CachedEmbedder:
+    """The shared embedder: precomputed vectors by text, the model for anything else.
+
+    Thread-safe; a text the model embeds once is remembered (the eval set's texts and
+    queries recur across systems and runs)."""
+
+    def __init__(self, model: Any) -> None:
+        self.model = model
+        self.vectors: dict[str, list[float]] = {}
+        self._lock = threading.Lock()
+
+    model_id = property(lambda self: self.model.model_id)
+    model_version = property(lambda self: self.model.model_version)
+    dimensions = property(lambda self: self.model.dimensions)
+    slug = property(lambda self: self.model.slug)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
+        if missing:
+            got = self.model.embed(missing)
+            with self._lock:
+                self.vectors.update(zip(missing, got, strict=True))
+        return [self.vectors[t] for t in texts]
+
+    def embed_one(self, text: str) -> list[float]:
+        return self.embed([text])[0]
+
+    def embed_uncached(self, text: str) -> list[float]:
+        """A query's vector computed by the model every time (latency figures)."""
+        vector: list[float] = self.model.embed_one(text)
+        return vector
+
+    def for_queries(self) -> _QueryEmbedder:
+        """The same model with no cache: what recall embeds its query with, so that
+        latency includes a real embedding for both systems."""
+        return _QueryEmbedder(self)
+
+
+class _QueryEmbedder:
+    def __init__(self, cached: CachedEmbedder) -> None:
+        self.cached = cached
+
+    model_id = property(lambda self: self.cached.model_id)
+    model_version = property(lambda self: self.cached.model_version)
+    dimensions = property(lambda self: self.cached.dimensions)
+    slug = property(lambda self: self.cached.slug)
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        out: list[list[float]] = self.cached.model.embed(list(texts))
+        return out
+
+    def embed_one(self, text: str) -> list[float]:
+        return self.cached.embed_uncached(text)
+
+
+def _path_parts(path: str) -> list[str]:
+    return [p for p in path.split("/") if p]
+
+
+# ---------------------------------------------------------------------------- memvault
+
+
+class MemvaultSystem:
+    """memvault's services in this process: one embedded store, one or two indexes.
+
+    ``backends`` are ``embedded`` (the index file under ``home``) and ``opensearch``.
+    Writes land in the store and its outbox; each index has its own indexer and cursor on
+    that outbox, as two event source mappings on one stream would. :meth:`sync` pumps the
+    outbox into every index and refreshes OpenSearch; :meth:`start_pumps` runs the pumps
+    in the background as the local stack does. :meth:`view` is one backend's recall.
+    """
+
+    def __init__(
+        self,
+        home: Path,
+        embedder: CachedEmbedder,
+        backends: Sequence[str] = ("embedded",),
+        *,
+        opensearch_url: str | None = None,
+        alias: str = "peer-memvault",
+        purge_launch: str = "inline",
+    ) -> None:
+        def settings_for(backend: str) -> Settings:
+            return Settings(
+                store="sqlite",
+                data_dir=str(home / "data"),
+                search_backend=backend,
+                index_dir=str(home / "index"),
+                search_endpoint=opensearch_url if backend == "opensearch" else None,
+                search_auth="none",
+                search_alias=alias,
+                embedding_model="minilm",
+                search_refresh_interval="1s",
+                purge_launch=purge_launch,  # type: ignore[arg-type]
+            )
+
+        queries = embedder.for_queries()
+        first = backends[0]
+        self.services: Services = build_services(settings_for(first), embedder=queries)
+        repo = self.services.stores.memory
+        self.recalls = {first: self.services.recall}
+        for backend in backends[1:]:
+            settings = settings_for(backend)
+            index = search_index(settings, queries)
+            self.recalls[backend] = RecallService(repo, index, queries, settings, SystemClock())
+        self.pumps: dict[str, OutboxPump] = {}
+        for backend, recall in self.recalls.items():
+            index = recall.index
+            assert index is not None, "no index configured"
+            if hasattr(index, "ensure"):
+                index.ensure()
+            self.pumps[backend] = OutboxPump(
+                OutboxFeed(self.services.stores.database),
+                Indexer(index, embedder, repo, SystemClock()),
+                consumer=f"indexer-{backend}",
+                batch_size=500,
+            )
+        self._ctx: dict[tuple[Any, ...], AccessContext] = {}
+        self.home = home
+
+    def ctx(
+        self,
+        tenant: str,
+        subject: str | None,
+        role: str | None = None,
+        sensitivity: str | None = None,
+    ) -> AccessContext:
+        key = (tenant, subject, role, sensitivity)
+        if key not in self._ctx:
+            scopes = ALL_SCOPES if subject is None else ALL_SCOPES - {Scope.SUBJECTS_ANY}
+            self._ctx[key] = AccessContext(
+                tenant_id=tenant,
+                principal="reviewer-1" if subject is None else f"agent-{subject}",
+                subject_id=subject,
+                scopes=frozenset(scopes),
+                agent_role=role,
+                max_sensitivity=Sensitivity(sensitivity or "internal"),
+            )
+        return self._ctx[key]
+
+    def view(self, backend: str) -> MemvaultView:
+        return MemvaultView(self, backend)
+
+    def sync(self) -> None:
+        for backend, pump in self.pumps.items():
+            pump.drain()
+            index = self.recalls[backend].index
+            if hasattr(index, "refresh"):
+                index.refresh()
+
+    def start_pumps(self) -> None:
+        for pump in self.pumps.values():
+            pump.start()
+
+    def stop_pumps(self) -> None:
+        for pump in self.pumps.values():
+            pump.stop()
+
+    def close(self) -> None:
+        self.stop_pumps()
+        self.services.stores.database.close()
+
+
+class MemvaultView:
+    """One backend of a :class:`MemvaultSystem`, as the evaluation's ``client_for``."""
+
+    def __init__(self, system: MemvaultSystem, backend: str) -> None:
+        self.system = system
+        self.backend = backend
+        self.recall = system.recalls[backend]
+
+    def client_for(
+        self, tenant: str, subject: str | None, role: str | None, sensitivity: str | None
+    ) -> _MemvaultClient:
+        return _MemvaultClient(self, self.system.ctx(tenant, subject, role, sensitivity))
+
+
+class _MemvaultClient:
+    def __init__(self, view: MemvaultView, ctx: AccessContext) -> None:
+        self.view = view
+        self.system = view.system
+        self.ctx = ctx
+
+    def call(self, method: str, path: str, *, body: Any = None) -> Answer:
+        parts = _path_parts(path)  # v1 subjects {s} memories [id] | recall
+        subject = parts[2]
+        services = self.system.services
+        try:
+            if method == "POST" and parts[3] == "memories":
+                written = services.memory.write(self.ctx, subject, MemoryWrite.model_validate(body))
+                return Answer(201, {"memory_id": written.memory.memory_id})
+            if method == "DELETE":
+                services.memory.delete(self.ctx, subject, parts[4])
+                return Answer(202, {})
+            if method == "GET":
+                self.system.sync()
+                got = services.memory.get(self.ctx, subject, parts[4])
+                return Answer(200, got.model_dump(mode="json"))
+            if method == "POST" and parts[3] == "recall":
+                result = self.view.recall.recall(
+                    self.ctx, subject, RecallRequest.model_validate(body)
+                )
+                total = result.timings.get("total")
+                return Answer(
+                    200,
+                    {
+                        "items": [
+                            {"memory": {"memory_id": i.memory.memory_id}} for i in result.items
+                        ]
+                    },
+                    {"Server-Timing": f"total;dur={total}"} if total is not None else {},
+                )
+        except MemvaultError as error:
+            return Answer(error.status, {"error": {"code": error.code, "message": str(error)}})
+        raise ValueError(f"no such call: {method} {path}")
+
+
+# -------------------------------------------------------------------------------- Mem0
+
+
+def _opensearch(url: str, method: str, path: str, body: Any = None) -> Any:
+    data = json.dumps(body).encode() if body is not None else None
+    request = urllib.request.Request(  # noqa: S310 (the local node)
+        url + path, data=data, method=method, headers={"Content-Type": "application/json"}
+    )
+    try:
+        with urllib.request.urlopen(request, timeout=120) as raw:  # noqa: S310
+            return json.loads(raw.read() or b"{}")
+    except urllib.error.HTTPError as error:
+        if method == "DELETE" and error.code == 404:
+            return {}
+        detail = error.read()[:300]
+        raise RuntimeError(f"OpenSearch {method} {path}: {error.code} {detail!r}") from None
+
+
+def create_mem0_index(url: str, name: str) -> None:
+    """Mem0's ``OpenSearchDB.create_col`` mapping, with the Lucene HNSW engine."""
+    _opensearch(url, "DELETE", f"/{name}")
+    _opensearch(
+        url,
+        "PUT",
+        f"/{name}",
+        {
+            "settings": {"index.knn": True},
+            "mappings": {
+                "properties": {
+                    "vector_field": {
+                        "type": "knn_vector",
+                        "dimension": DIM,
+                        "method": {"engine": "lucene", "name": "hnsw", "space_type": "cosinesimil"},
+                    },
+                    "payload": {"type": "object"},
+                    "id": {"type": "keyword"},
+                }
+            },
+        },
+    )
+
+
+class _Mem0Embedder:
+    """Mem0's embedder interface (``embed``, ``embed_batch``) over the shared embedder."""
+
+    def __init__(self, embedder: CachedEmbedder) -> None:
+        self.embedder = embedder
+        self.config = None
+        self.query_uncached = False
+
+    def embed(self, text: str, memory_action: str | None = None) -> list[float]:
+        if memory_action == "search" and self.query_uncached:
+            return self.embedder.embed_uncached(text)
+        return self.embedder.embed_one(text)
+
+    def embed_batch(self, texts: list[str], memory_action: str | None = None) -> list[list[float]]:
+        return self.embedder.embed(texts)
+
+
+def mem0_user(tenant: str, subject: str) -> str:
+    """Mem0 has users, not tenants: a platform would name a user by both."""
+    return f"{tenant}__{subject}"
+
+
+class Mem0System:
+    """Mem0's ``Memory`` on its OpenSearch vector store, in this process."""
+
+    def __init__(self, home: Path, url: str, embedder: CachedEmbedder, collection: str) -> None:
+        home.mkdir(parents=True, exist_ok=True)
+        os.environ["MEM0_TELEMETRY"] = "False"
+        os.environ["MEM0_DIR"] = str(home / "mem0")
+        os.environ.setdefault("OPENAI_API_KEY", "unused-no-llm-call-is-made")
+        from mem0 import Memory
+        from mem0.configs.base import MemoryConfig
+
+        match = re.match(r"https?://([^:/]+):(\d+)", url)
+        assert match, url
+        create_mem0_index(url, collection)
+        config = MemoryConfig(
+            vector_store={
+                "provider": "opensearch",
+                "config": {
+                    "host": match.group(1),
+                    "port": int(match.group(2)),
+                    "collection_name": collection,
+                    "embedding_model_dims": DIM,
+                    "use_ssl": False,
+                    "verify_certs": False,
+                },
+            },
+            history_db_path=str(home / "mem0-history.db"),
+        )
+        self.url = url
+        self.collection = collection
+        self.memory = Memory(config)
+        self.embedding = _Mem0Embedder(embedder)
+        self.embedding.query_uncached = True
+        self.memory.embedding_model = self.embedding
+        self._buffer: list[dict[str, Any]] | None = None
+        self.keys: dict[tuple[str, str, str], str] = {}  # (tenant, subject, canonical key) -> id
+
+    def client_for(
+        self, tenant: str, subject: str | None, role: str | None, sensitivity: str | None
+    ) -> _Mem0Client:
+        return _Mem0Client(self, tenant)
+
+    def refresh(self) -> None:
+        _opensearch(self.url, "POST", f"/{self.collection}/_refresh")
+
+    # Loading at scale: Mem0's own ``add`` builds each document (payload, hash, history
+    # row); only its one-request-per-document index call is batched into ``_bulk``
+    # requests, which changes nothing about the documents or how they are searched.
+    def begin_bulk(self) -> None:
+        store = self.memory.vector_store
+        self._buffer = []
+        buffer = self._buffer
+
+        def insert(vectors: Any, payloads: Any = None, ids: Any = None) -> list[Any]:
+            for vector, payload, id_ in zip(vectors, payloads, ids, strict=True):
+                buffer.append({"vector_field": vector, "payload": payload, "id": id_})
+            return []
+
+        store.insert = insert
+
+    def flush_bulk(self) -> None:
+        assert self._buffer is not None
+        for start in range(0, len(self._buffer), 500):
+            lines = []
+            for doc in self._buffer[start : start + 500]:
+                lines.append(json.dumps({"index": {"_index": self.collection}}))
+                lines.append(json.dumps(doc, ensure_ascii=False))
+            data = ("\n".join(lines) + "\n").encode()
+            request = urllib.request.Request(  # noqa: S310
+                f"{self.url}/_bulk",
+                data=data,
+                method="POST",
+                headers={"Content-Type": "application/x-ndjson"},
+            )
+            with urllib.request.urlopen(request, timeout=300) as raw:  # noqa: S310
+                if json.loads(raw.read()).get("errors"):
+                    raise RuntimeError("a Mem0 bulk load had errors")
+        self._buffer.clear()
+        del self.memory.vector_store.insert  # back to OpenSearchDB.insert
+        self._buffer = None
+        self.refresh()
+
+    def close(self) -> None:
+        _opensearch(self.url, "DELETE", f"/{self.collection}")
+
+
+class _Mem0Client:
+    """The same four calls, made the way a Mem0 user makes them."""
+
+    def __init__(self, system: Mem0System, tenant: str) -> None:
+        self.system = system
+        self.tenant = tenant
+
+    def call(self, method: str, path: str, *, body: Any = None) -> Answer:
+        parts = _path_parts(path)
+        subject = parts[2]
+        memory = self.system.memory
+        user = mem0_user(self.tenant, subject)
+        if method == "POST" and parts[3] == "memories":
+            # Mem0 keeps what it is given: no consent, sensitivity, visibility or candidate
+            # state of its own; they ride along as metadata.
+            meta = {
+                "kind": body["kind"],
+                "tags": ",".join(body.get("tags", [])),
+                "sensitivity": body.get("sensitivity", "internal"),
+                "source_type": body["source"]["type"],
+            }
+            expires = None
+            if body.get("ttl_seconds"):
+                # Mem0's expiry is a date: a memory is hidden from the day after it.
+                expires = (
+                    (datetime.now(UTC) + timedelta(seconds=body["ttl_seconds"])).date().isoformat()
+                )
+            key = body.get("canonical_key")
+            if key and (self.tenant, subject, key) in self.system.keys:
+                # A correction: a Mem0 user updates the memory in place.
+                mid = self.system.keys[(self.tenant, subject, key)]
+                self.system.refresh()  # Mem0 finds a memory by a search on its id
+                memory.update(mid, text=body["content"], metadata=meta, expiration_date=expires)
+                return Answer(201, {"memory_id": mid})
+            added = memory.add(
+                body["content"],
+                user_id=user,
+                metadata=meta,
+                expiration_date=expires,
+                infer=False,
+            )
+            mid = added["results"][0]["id"]
+            if key:
+                self.system.keys[(self.tenant, subject, key)] = mid
+            return Answer(201, {"memory_id": mid})
+        if method == "DELETE":
+            self.system.refresh()
+            memory.delete(parts[4])
+            return Answer(202, {})
+        if method == "GET":
+            self.system.refresh()
+            return Answer(200, {"index_status": "indexed"})
+        if method == "POST" and parts[3] == "recall":
+            started = time.perf_counter()
+            found = memory.search(
+                body["query"], filters={"user_id": user}, top_k=body.get("limit", 10)
+            )
+            took = (time.perf_counter() - started) * 1000
+            return Answer(
+                200,
+                {"items": [{"memory": {"memory_id": r["id"]}} for r in found["results"]]},
+                {"Server-Timing": f"total;dur={took:.2f}"},
+            )
+        raise ValueError(f"no such call: {method} {path}")
+
+
+def temp_home() -> tempfile.TemporaryDirectory[str]:
+    return tempfile.TemporaryDirectory(prefix="memvault-peer-")
