@@ -282,6 +282,8 @@ class _Subject:
 
 
 class EmbeddedIndex:
+    remote = False  # in this process: both searches take well under a millisecond
+
     def __init__(self, name: str, folder: str | Path | None = None) -> None:
         self.name = name
         self._lock = threading.RLock()

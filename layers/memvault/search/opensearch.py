@@ -151,6 +151,8 @@ def vector_query(flt: SearchFilter, vector: Sequence[float], k: int) -> dict[str
 
 
 class OpenSearchIndex:
+    remote = True
+
     def __init__(
         self,
         client: Any,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import re
 import time
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 
@@ -29,12 +30,15 @@ from memvault.models.recall import (
     RecallResult,
 )
 from memvault.observability import logger
-from memvault.search.backend import Hit, SearchFilter, SearchIndex
+from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
 
 #: Reciprocal-rank fusion constant (Cormack et al.): damps the head of each list.
 RRF_K = 60
+#: Keyword searches sent to a remote index while the query is embedded (one per recall in
+#: flight; a Lambda environment serves one request at a time).
+_SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-keyword")
 TRUST = {
     SourceType.USER_CONFIRMED: 1.0,
     SourceType.HUMAN_REVIEW: 0.9,
@@ -109,12 +113,32 @@ class RecallService:
                 {"retryable": False},
             )
         started = time.perf_counter()
-        vector = self.embedder.embed([req.query])[0] if req.mode != "keyword" else None
-        embedded = time.perf_counter()
         depth = max(self.settings.recall_candidates, req.limit * 2)
         text = req.query if req.mode != "vector" else ""
+        index = self.index
+        early: Future[SearchResult] | None = None
+        if text and req.mode == "hybrid" and getattr(index, "remote", False):
+            # Across the network, the keyword search needs no vector: it runs while the
+            # query is embedded, and only the k-NN search waits for the embedding.
+            early = _SEARCHES.submit(index.search, flt, text, None, depth)
         try:
-            found = self.index.search(flt, text, vector, depth)
+            vector = self.embedder.embed([req.query])[0] if req.mode != "keyword" else None
+        except BaseException:
+            if early is not None:
+                early.cancel()
+            raise
+        embedded = time.perf_counter()
+        try:
+            if early is None:
+                found = index.search(flt, text, vector, depth)
+            else:
+                near = index.search(flt, "", vector, depth)
+                keyword = early.result()
+                found = SearchResult(
+                    keyword=keyword.keyword,
+                    vector=near.vector,
+                    took_ms=(time.perf_counter() - started) * 1000,
+                )
         except Exception as err:
             # Type and status only: an index error can quote the query, which is content.
             logger.error(
