@@ -360,14 +360,17 @@ def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
         "this process (server-side). Milliseconds p50 / p95 / p99; ratio: p95 over Mem0's "
         f"p95 (goal ≤ {goals['recall_p95_ratio_to_mem0_at_most']}).",
         "",
-        "| memories | memvault, embedded | memvault, OpenSearch | Mem0, OpenSearch "
+        "| memories | memvault, embedded | (the same, end to end over HTTP) "
+        "| memvault, OpenSearch | Mem0, OpenSearch "
         "| p95 ratio embedded / OpenSearch | index MB (embedded / memvault OS / Mem0 OS) |",
-        "|---|---|---|---|---|---|",
+        "|---|---|---|---|---|---|---|",
     ]
     for row in ps["scales"]:
         r, ratio, size = row["recall_ms"], row["p95_ratio_to_mem0"], row["sizes_mb"]
+        e2e = row.get("recall_end_to_end_ms", {}).get("memvault-embedded")
         lines.append(
             f"| {row['memories']:,} | {_ms(r['memvault-embedded'])} "
+            f"| {_ms(e2e) if e2e else 'n/a'} "
             f"| {_ms(r['memvault-opensearch'])} | {_ms(r['mem0-opensearch'])} "
             f"| {ratio['memvault-embedded']} / {ratio['memvault-opensearch']} "
             f"| {size['memvault_embedded_index']} / {size['memvault_opensearch_index']} "
