@@ -8,7 +8,6 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
 from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
@@ -25,7 +24,6 @@ from memvault.api.routes import (
     sessions,
 )
 from memvault.api.routes.health import PUBLIC_PATHS
-from memvault.config import get_settings
 from memvault.errors import (
     MediaTypeNotAllowed,
     MemvaultError,
@@ -36,12 +34,12 @@ from memvault.errors import (
 from memvault.observability import logger, metrics, tracer
 
 app = APIGatewayRestResolver(enable_validation=True)
+# The security scheme is given where the document is built (``openapi_json``): its model
+# comes with Powertools' OpenAPI models, a large import that only that route needs.
 app.configure_openapi(
     title="memvault",
     version=__version__,
     summary="Governed memory and exact run state for AI agents",
-    security_schemes={"bearer": HTTPBearer(bearerFormat="JWT")},
-    security=[{"bearer": []}],
 )
 app.include_router(memories.router)
 app.include_router(recall.router)
@@ -69,6 +67,8 @@ def openapi_document() -> Response[Any]:
 
 
 def openapi_json() -> str:
+    from aws_lambda_powertools.event_handler.openapi.models import HTTPBearer
+
     doc = json.loads(
         app.get_openapi_json_schema(
             title="memvault",
@@ -215,6 +215,9 @@ def _json_depth(text: str) -> int:
 
 def _oversize(event: dict[str, Any]) -> dict[str, Any] | None:
     """Refuse an oversize body before anything parses it."""
+    # Settings (pydantic-settings) load on the first request, not with the module.
+    from memvault.config import get_settings
+
     limit = get_settings().max_body_bytes
     if len((event.get("body") or "").encode()) <= limit:
         return None

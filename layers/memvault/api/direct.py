@@ -12,15 +12,17 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Callable
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memvault.api.events import proxy_event
-from memvault.config import Settings
 from memvault.errors import MemvaultError, Unauthorized, ValidationFailed
-from memvault.identity.authorizer import Verifier
 from memvault.identity.claims import Claims
+
+if TYPE_CHECKING:
+    from memvault.config import Settings
+    from memvault.identity.authorizer import Verifier
 
 OPERATIONS: dict[str, tuple[str, str]] = {
     "memory.write": ("POST", "/v1/subjects/{subject_id}/memories"),
@@ -54,7 +56,7 @@ _PARAM = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
 class SiloCaller(BaseModel):
     """Who is calling, in a silo deployment without a token (the tenant is the stack's)."""
 
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     sub: str = Field(min_length=1, max_length=256)
     subject_id: str | None = None
@@ -64,7 +66,7 @@ class SiloCaller(BaseModel):
 
 
 class Envelope(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(extra="forbid", defer_build=True)
 
     operation: str
     token: str | None = Field(default=None, min_length=1)

@@ -24,17 +24,21 @@ from memvault.models.run import Checkpoint
 
 
 class ErrorDetail(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     code: str
     message: str
     details: dict[str, Any] = Field(default_factory=dict)
 
 
 class ErrorBody(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     error: ErrorDetail
 
 
 class MemoryOut(BaseModel):
-    model_config = ConfigDict(from_attributes=True)
+    model_config = ConfigDict(from_attributes=True, defer_build=True)
 
     memory_id: str
     subject_id: str
@@ -64,22 +68,30 @@ class MemoryOut(BaseModel):
 
 
 class MemoryListOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     items: list[MemoryOut]
     next_token: str | None
 
 
 class HistoryOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     memory_id: str
     versions: list[MemoryOut]
 
 
 class ExportOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     subject_id: str
     exported_at: str
     memories: list[MemoryOut]
 
 
 class CopyEventOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: CopyState
     at: datetime
     reason: str | None
@@ -93,10 +105,12 @@ class CopyOut(BaseModel):
     attempts: int
     history: list[CopyEventOut]
 
-    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(populate_by_name=True, serialize_by_alias=True, defer_build=True)
 
 
 class DeletionOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     deletion_id: str
     subject_id: str
     scope: DeletionScope
@@ -131,17 +145,23 @@ class DeletionOut(BaseModel):
 
 
 class HealthOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     status: str
     version: str
     dependencies: dict[str, str]
 
 
 class SessionEnded(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     session_id: str
     deleted_items: int
 
 
 class EventOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     event_id: str
     duplicate: bool
     applied: bool
@@ -149,6 +169,8 @@ class EventOut(BaseModel):
 
 
 class RecalledItemOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     memory: MemoryOut
     score: float
     why: MatchReason
@@ -156,6 +178,8 @@ class RecalledItemOut(BaseModel):
 
 
 class RecallOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     items: list[RecalledItemOut]
     conflicts: list[Conflict]
     notice: str

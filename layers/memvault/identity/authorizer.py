@@ -2,17 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Any, Protocol
-
-from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
-    APIGatewayAuthorizerResponse,
-    APIGatewayAuthorizerTokenEvent,
-)
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any, Protocol
 
 from memvault.errors import Unauthorized
-from memvault.identity.claims import Claims
-from memvault.identity.tokens import bearer_token
 from memvault.observability import logger
+
+if TYPE_CHECKING:
+    from memvault.identity.claims import Claims
 
 
 class Verifier(Protocol):
@@ -27,6 +24,15 @@ def authorize(
     API Gateway caches the policy per token, so it allows every route of the API; routes
     check scopes and subjects themselves. A refused token raises ``Unauthorized``, which
     the Lambda entry point turns into API Gateway's ``"Unauthorized"`` (HTTP 401)."""
+    # Imported on first use rather than with the module: they are a good part of the
+    # authorizer's cold start (the JWT library, pydantic models, Powertools' event classes).
+    from aws_lambda_powertools.utilities.data_classes.api_gateway_authorizer_event import (
+        APIGatewayAuthorizerResponse,
+        APIGatewayAuthorizerTokenEvent,
+    )
+
+    from memvault.identity.tokens import bearer_token
+
     token_event = APIGatewayAuthorizerTokenEvent(event)
     claims = verifier.verify(bearer_token(token_event.authorization_token))
     arn = token_event.parsed_arn
@@ -46,16 +52,27 @@ def authorize(
 
 
 class AuthorizerHandler:
-    """Holds the verifier (and its key cache) for the life of a warm function."""
+    """Holds the verifier (and its key cache) for the life of a warm function.
 
-    def __init__(self, verifier_factory: Any, usage_keys: dict[str, str] | None = None) -> None:
+    ``usage_keys`` is the tenants' usage-plan keys, or a function that reads them; like the
+    verifier, it is called once, on the first invocation (not at import: a cold start)."""
+
+    def __init__(
+        self,
+        verifier_factory: Any,
+        usage_keys: Mapping[str, str] | Callable[[], Mapping[str, str]] | None = None,
+    ) -> None:
         self._factory = verifier_factory
         self._verifier: Verifier | None = None
-        self._usage_keys = usage_keys or {}
+        self._usage_keys_from = usage_keys
+        self._usage_keys: dict[str, str] | None = None
 
     def __call__(self, event: dict[str, Any], context: Any) -> dict[str, Any]:
         if self._verifier is None:
             self._verifier = self._factory()
+        if self._usage_keys is None:
+            keys = self._usage_keys_from
+            self._usage_keys = dict((keys() if callable(keys) else keys) or {})
         try:
             return authorize(event, self._verifier, self._usage_keys)
         except Unauthorized as err:

@@ -19,7 +19,7 @@ _READABLE_LEVELS = (Sensitivity.PUBLIC, Sensitivity.INTERNAL, Sensitivity.PII)
 
 
 class Claims(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     tenant_id: TenantId
     sub: str = Field(min_length=1, max_length=256)

@@ -24,7 +24,7 @@ class Scope(StrEnum):
 class AccessContext(BaseModel):
     """Verified caller. ``tenant_id`` here is the only source of the tenant anywhere."""
 
-    model_config = ConfigDict(frozen=True, extra="forbid")
+    model_config = ConfigDict(frozen=True, extra="forbid", defer_build=True)
 
     tenant_id: TenantId
     principal: str = Field(min_length=1, max_length=256)

@@ -20,7 +20,7 @@ class ArtifactState(StrEnum):
 class StartUpload(BaseModel):
     """The body of ``POST /v1/subjects/{subject_id}/artifacts``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     request_id: RequestId
     media_type: str = Field(min_length=3, max_length=100, pattern=r"^[\w.+-]+/[\w.+-]+$")
@@ -32,6 +32,8 @@ class StartUpload(BaseModel):
 
 
 class Artifact(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     artifact_id: str
     subject_id: str
     media_type: str
@@ -46,6 +48,8 @@ class Artifact(BaseModel):
 
 
 class Upload(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     method: str = "PUT"
     url: str
     headers: dict[str, str]
@@ -53,6 +57,8 @@ class Upload(BaseModel):
 
 
 class Download(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     url: str
     expires_at: datetime
 

@@ -19,7 +19,7 @@ SECTION_ORDER: tuple[Section, ...] = (
 
 
 class Evidence(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     source: str = Field(min_length=1, max_length=512)
     content: str = Field(min_length=1, max_length=16_000)
@@ -29,7 +29,7 @@ class Evidence(BaseModel):
 class ContextRequest(BaseModel):
     """The body of ``POST /v1/subjects/{subject_id}/context``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     goal: str = Field(min_length=1, max_length=4000)
     token_budget: int = Field(ge=64, le=1_000_000)
@@ -43,6 +43,8 @@ class ContextRequest(BaseModel):
 
 
 class ContextItem(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     section: Section
     source: str
@@ -54,6 +56,8 @@ class ContextItem(BaseModel):
 
 
 class DroppedItem(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     id: str
     section: Section
     reason: Literal["duplicate", "expired", "budget"]
@@ -62,6 +66,8 @@ class DroppedItem(BaseModel):
 
 class Manifest(BaseModel):
     """Enough to rebuild the same assembly: inputs, item ids and versions, budget, order."""
+
+    model_config = ConfigDict(defer_build=True)
 
     tokenizer: str
     policy_version: str
@@ -77,5 +83,7 @@ class Manifest(BaseModel):
 
 
 class AssembledContext(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     sections: dict[str, list[ContextItem]]
     manifest: Manifest

@@ -77,7 +77,7 @@ class IndexStatus(StrEnum):
 
 
 class Source(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     type: SourceType
     ref: str | None = Field(default=None, min_length=1, max_length=512)
@@ -92,7 +92,7 @@ def _no_blank(value: str) -> str:
 class MemoryWrite(BaseModel):
     """The body of ``POST /v1/subjects/{subject_id}/memories``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     request_id: RequestId
     kind: MemoryKind
@@ -129,7 +129,7 @@ class MemoryPatch(BaseModel):
     The fact's identity (kind, canonical key, scope) cannot change; write a new fact.
     """
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     expected_version: int = Field(ge=1)
     content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT_CHARS)
@@ -158,7 +158,7 @@ class MemoryPatch(BaseModel):
 class Memory(BaseModel):
     """One version of a memory, as stored and as returned."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     memory_id: MemoryId
     tenant_id: str
@@ -227,7 +227,7 @@ class DeletionScope(StrEnum):
 class CopyEvent(BaseModel):
     """One attempt at clearing a copy, or a change of its state (ids and reasons only)."""
 
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     status: CopyState
     at: datetime
@@ -236,7 +236,9 @@ class CopyEvent(BaseModel):
 
 class CopyStatus(BaseModel):
     # ``copy`` is the contract's field name; in Python it would shadow BaseModel.copy.
-    model_config = ConfigDict(frozen=True, populate_by_name=True, serialize_by_alias=True)
+    model_config = ConfigDict(
+        frozen=True, populate_by_name=True, serialize_by_alias=True, defer_build=True
+    )
 
     name: str = Field(alias="copy")
     status: CopyState
@@ -248,7 +250,7 @@ class CopyStatus(BaseModel):
 
 
 class DeletionJob(BaseModel):
-    model_config = ConfigDict(frozen=True)
+    model_config = ConfigDict(frozen=True, defer_build=True)
 
     deletion_id: DeletionId
     tenant_id: str
@@ -267,5 +269,7 @@ class DeletionJob(BaseModel):
 
 
 class MemoryPage(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     items: list[Memory]
     next_token: str | None = None

@@ -19,7 +19,7 @@ NOTICE = (
 class RecallRequest(BaseModel):
     """The body of ``POST /v1/subjects/{subject_id}/recall``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     query: str = Field(min_length=1, max_length=2000)
     tags: list[Tag] = Field(default_factory=list, max_length=20)
@@ -41,6 +41,8 @@ class RecallRequest(BaseModel):
 class MatchReason(BaseModel):
     """Why an item came back: which searches found it, at what rank and similarity."""
 
+    model_config = ConfigDict(defer_build=True)
+
     matched_by: list[str]
     keyword_rank: int | None = None
     vector_rank: int | None = None
@@ -49,6 +51,8 @@ class MatchReason(BaseModel):
 
 
 class Provenance(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     source_type: SourceType
     source_ref: str | None
     created_at: datetime
@@ -58,6 +62,8 @@ class Provenance(BaseModel):
 
 
 class RecalledItem(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     memory: Memory
     score: float
     why: MatchReason
@@ -68,11 +74,15 @@ class Conflict(BaseModel):
     """Active memories that state the same fact (canonical key) differently in scopes
     that overlap: the caller must decide, recall does not pick silently."""
 
+    model_config = ConfigDict(defer_build=True)
+
     canonical_key: str
     memory_ids: list[str]
 
 
 class RecallResult(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     items: list[RecalledItem]
     conflicts: list[Conflict]
     notice: str = NOTICE

@@ -69,7 +69,7 @@ OPERATION_TRANSITIONS: dict[OperationStatus, frozenset[OperationStatus]] = {
 class ArtifactRef(BaseModel):
     """An immutable reference to a large payload in the artifact store."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     artifact_id: str = Field(min_length=1, max_length=64)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
@@ -94,7 +94,7 @@ def _storable(value: Any, depth: int = 0) -> Any:
 
 
 class CreateRun(BaseModel):
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     subject_id: SubjectId
     plan_version: str = Field(min_length=1, max_length=64)
@@ -109,7 +109,7 @@ class CreateRun(BaseModel):
 class Advance(BaseModel):
     """The body of ``POST /v1/runs/{run_id}/checkpoints``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     expected_version: int = Field(ge=1)
     status: RunStatus
@@ -129,7 +129,7 @@ class Advance(BaseModel):
 class RecordOperation(BaseModel):
     """The body of ``PUT /v1/runs/{run_id}/operations/{operation_id}``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     status: OperationStatus
     result_ref: str | None = Field(default=None, min_length=1, max_length=512)
@@ -139,7 +139,7 @@ class RecordOperation(BaseModel):
 class RunEvent(BaseModel):
     """An external event; its id makes delivery idempotent."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     event_id: str = Field(min_length=1, max_length=128)
     type: Literal["approval.granted", "approval.rejected", "cancel.requested"]
@@ -147,6 +147,8 @@ class RunEvent(BaseModel):
 
 
 class Operation(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     operation_id: str
     status: OperationStatus
     result_ref: str | None
@@ -155,6 +157,8 @@ class Operation(BaseModel):
 
 
 class Checkpoint(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     run_id: str
     subject_id: str
     version: int

@@ -23,7 +23,7 @@ class Role(StrEnum):
 class AppendMessage(BaseModel):
     """The body of ``POST .../sessions/{session_id}/messages``."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     request_id: RequestId
     role: Role
@@ -44,7 +44,7 @@ class AppendMessage(BaseModel):
 class PutSummary(BaseModel):
     """A summary of messages ``from_seq``..``through_seq``; it dies with the session."""
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
     from_seq: int = Field(ge=1)
@@ -54,6 +54,8 @@ class PutSummary(BaseModel):
 
 
 class Message(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     seq: int
     role: Role
     content: str
@@ -63,6 +65,8 @@ class Message(BaseModel):
 
 
 class Summary(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     content: str
     from_seq: int
     through_seq: int
@@ -72,6 +76,8 @@ class Summary(BaseModel):
 
 
 class Session(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     session_id: str
     subject_id: str
     created_at: datetime

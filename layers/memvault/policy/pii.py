@@ -13,10 +13,10 @@ from __future__ import annotations
 
 import ipaddress
 import re
+import threading
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-
-import phonenumbers
+from typing import Any
 
 from memvault.policy.secret_patterns import normalise
 
@@ -61,7 +61,22 @@ def _has_card(text: str) -> bool:
     return False
 
 
+_PHONENUMBERS_LOCK = threading.Lock()
+
+
+def _phonenumbers() -> Any:
+    """libphonenumber, imported on first use (a process that never checks a write, such as
+    a read, the indexer or the purge, does not load it) and under a lock, so that threads
+    checking their first writes at once never see it half imported."""
+    with _PHONENUMBERS_LOCK:
+        import phonenumbers
+
+        return phonenumbers
+
+
 def _has_phone(text: str) -> bool:
+    phonenumbers = _phonenumbers()
+
     for region in _PHONE_REGIONS:
         matcher = phonenumbers.PhoneNumberMatcher(
             text, region, leniency=phonenumbers.Leniency.VALID

@@ -15,10 +15,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
-from detect_secrets.settings import cache_bust, configure_settings_from_baseline, get_plugins
-from detect_secrets.util.code_snippet import get_code_snippet
-
 from memvault.errors import SecretDetected
 from memvault.policy.secret_patterns import matches, normalise
 
@@ -41,6 +37,17 @@ def _configure() -> None:
     with _SETTINGS_LOCK:
         if _configured.is_set():
             return
+        # detect-secrets (with requests, which it imports) loads on the first scan, not
+        # with this module: the services import it, and most of their callers never scan.
+        # Under the lock: its plugin modules import one another, and threads importing
+        # them at once can see a module half initialised (an ImportError, a 500).
+        import detect_secrets.util.code_snippet  # noqa: F401 (loaded here, used below)
+        from detect_secrets.settings import (
+            cache_bust,
+            configure_settings_from_baseline,
+            get_plugins,
+        )
+
         cache_bust()
         configure_settings_from_baseline({"plugins_used": list(_plugins()), "filters_used": []})
         get_plugins()  # build the plugin cache before any scan reads it
@@ -55,6 +62,8 @@ class SecretFinding:
 
 @lru_cache(maxsize=1)
 def _plugins() -> tuple[dict[str, str], ...]:
+    from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
+
     classes: list[type] = list(get_mapping_from_secret_type_to_class().values())
     names = sorted(cls.__name__ for cls in classes)
     return tuple({"name": name} for name in names if name not in _DISABLED)
@@ -68,6 +77,9 @@ def _types_in(line: str) -> Iterator[str]:
     (about 2 ms per memory). Its filters are not used here (see ``find_secrets``), and the
     plugins kept take exactly these arguments.
     """
+    from detect_secrets.settings import get_plugins
+    from detect_secrets.util.code_snippet import get_code_snippet
+
     context = get_code_snippet(lines=[line], line_number=1)
     for plugin in get_plugins():
         for secret in plugin.analyze_line(

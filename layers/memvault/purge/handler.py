@@ -9,13 +9,15 @@ step's policy and, once retries are spent, calls ``fail``. Answers carry ids onl
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
-
-from aws_lambda_powertools.utilities.typing import LambdaContext
+from typing import TYPE_CHECKING, Any
 
 from memvault.observability import logger, metrics, tracer
 from memvault.purge.pipeline import BEGIN, FAIL, FINISH, STEP, step_named
-from memvault.services.deletion import PurgeRunner
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from memvault.services.deletion import PurgeRunner
 
 
 @lru_cache(maxsize=1)

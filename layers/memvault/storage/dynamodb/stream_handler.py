@@ -10,13 +10,14 @@ source resumes from the lowest failed sequence number, so nothing after a failur
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from aws_lambda_powertools.utilities.typing import LambdaContext
-
-from memvault.indexing.indexer import Indexer
 from memvault.observability import logger, metrics, tracer
-from memvault.storage.dynamodb.changes import change_from_record
+
+if TYPE_CHECKING:
+    from aws_lambda_powertools.utilities.typing import LambdaContext
+
+    from memvault.indexing.indexer import Indexer
 
 
 @lru_cache(maxsize=1)
@@ -27,6 +28,10 @@ def _indexer() -> Indexer:
 
 
 def handle(event: dict[str, Any], indexer: Indexer) -> dict[str, Any]:
+    # Imported on first use, as the indexer is built: boto3's (de)serialiser and the
+    # models behind it are most of this function's import time.
+    from memvault.storage.dynamodb.changes import change_from_record
+
     changes, unreadable = [], []
     for record in event.get("Records") or []:
         try:
