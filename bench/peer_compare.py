@@ -11,8 +11,8 @@ local OpenSearch node (see ``peers.py`` for the wiring):
 each system's calls with its lifecycle applied (corrections, deletions, expiries,
 candidates), then every query: recall@1/5/10 and MRR per method and language, and each
 ``must_not_return`` violation with the trap it fell into. Then the evaluation subjects
-share their tenants with 100 and then 1,000 other subjects (10 memories each, copies of
-the set's own texts, the hardest neighbours a filter can have), and the queries run again.
+share their tenants with 100 and then 1,000 other subjects (10 memories each, exact
+copies of the set's own texts, so the same words and vectors), and the queries run again.
 
 ``scale()``: 1,000, 10,000 and 100,000 synthetic memories (seeded; 10 subjects of one
 tenant; vectors seeded random unit vectors, as in ``index_scale``, while every query is a
@@ -52,7 +52,12 @@ PER_NEIGHBOUR = 10
 SUBJECTS = 10
 TENANT = "bench"
 QUERIES = 300
-FRESH = 30
+WARM = 20
+FRESH = 40
+#: Per subject, real memories (the evaluation set's texts with their MiniLM vectors) among
+#: the synthetic ones, so that queries find something.
+REAL_PER_SUBJECT = 30
+_REAL: list[str] = []
 SYSTEMS = ("memvault-embedded", "memvault-opensearch", "mem0-opensearch")
 
 
@@ -69,13 +74,16 @@ def _stats(values: list[float]) -> dict[str, float]:
     }
 
 
-def _systems(home: Path, url: str, cached: CachedEmbedder, tag: str) -> dict[str, Any]:
+def _systems(
+    home: Path, url: str, cached: CachedEmbedder, tag: str, purge_launch: str = "inline"
+) -> dict[str, Any]:
     memvault = MemvaultSystem(
         home / "memvault",
         cached,
         ("embedded", "opensearch"),
         opensearch_url=url,
         alias=f"peer-{tag}",
+        purge_launch=purge_launch,
     )
     mem0 = Mem0System(home / "mem0", url, cached, f"peer-{tag}-mem0")
     return {"memvault": memvault, "mem0": mem0}
@@ -169,7 +177,7 @@ def _neighbours(evalset: EvalSet, count: int, start: int, rng: random.Random) ->
                     {
                         "request_id": f"nb-{n}-{i}",
                         "kind": "semantic",
-                        "content": rng.choice(texts),
+                        "content": rng.choice(texts),  # an exact copy: same words, same vector
                         "source": {"type": "user_statement", "ref": f"nb:{n}/{i}"},
                         "consent": True,
                     },
@@ -285,6 +293,11 @@ def _indices(url: str, prefix: str) -> list[str]:
     return [row["index"] for row in got or []]
 
 
+def _count(url: str, prefix: str) -> int:
+    got = _request(url, "GET", f"/_cat/indices/{prefix}*?format=json")
+    return sum(int(row["docs.count"]) for row in got or [])
+
+
 def _index_mb(url: str, prefix: str) -> float:
     got = _request(url, "GET", f"/_cat/indices/{prefix}*?format=json&bytes=b")
     return round(sum(int(row["store.size"]) for row in got or []) / 1e6, 1)
@@ -318,18 +331,35 @@ def _folder_mb(path: Path) -> float:
 # ------------------------------------------------------------------------------- scale
 
 
-def _timed_recalls(view: Any, queries: list[str], rng: random.Random) -> list[float]:
-    took = []
-    for n in range(QUERIES):
+def _timed_round_robin(
+    views: dict[str, Any], queries: list[str], rng: random.Random, count: int
+) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
+    """``count`` recalls per system, taken in turn (one query, every system, then the
+    next), so that a noisy moment of the machine falls on all of them alike."""
+    took: dict[str, list[float]] = {name: [] for name in views}
+    returned: dict[str, list[int]] = {name: [] for name in views}
+    for n in range(count):
         subject = f"s-{rng.randrange(SUBJECTS):02d}"
-        answer = view.client_for(TENANT, subject, None, None).call(
-            "POST",
-            f"/v1/subjects/{subject}/recall",
-            body={"query": queries[n % len(queries)], "limit": 10},
-        )
-        assert answer.status == 200, answer.body
-        took.append(float(answer.headers["Server-Timing"].split("dur=")[1]))
-    return took
+        body = {"query": queries[n % len(queries)], "limit": 10}
+        for name, view in views.items():
+            answer = view.client_for(TENANT, subject, None, None).call(
+                "POST", f"/v1/subjects/{subject}/recall", body=body
+            )
+            if answer.status != 200:
+                raise RuntimeError(f"{name}: recall answered {answer.status} {answer.body}")
+            took[name].append(float(answer.headers["Server-Timing"].split("dur=")[1]))
+            returned[name].append(len(answer.body["items"]))
+    return took, returned
+
+
+def _settle(url: str) -> None:
+    """Until OpenSearch has no merge running (bulk loads leave merges behind that would
+    otherwise compete with the timed recalls for the same two cores)."""
+    for _ in range(600):
+        stats = _request(url, "GET", "/_stats/merge")
+        if not stats.get("_all", {}).get("total", {}).get("merges", {}).get("current", 0):
+            return
+        time.sleep(1)
 
 
 def _load_scale(
@@ -341,7 +371,7 @@ def _load_scale(
     for n in range(start, stop):
         text = f"{_text(rng, 20)} n{n}"
         v = vectors.normal(size=384)
-        cached.vectors[text] = (v / np.linalg.norm(v)).tolist()
+        cached.put(text, v / np.linalg.norm(v))
         bodies.append(
             (
                 f"s-{n % SUBJECTS:02d}",
@@ -355,6 +385,24 @@ def _load_scale(
             )
         )
     memvault, mem0 = systems["memvault"], systems["mem0"]
+    if start == 0:
+        # Real memories too (the evaluation set's texts, real MiniLM vectors), so that the
+        # queries find what they ask about and every system answers with items rather
+        # than an empty list: random vectors alone sit below memvault's relevance floor.
+        bodies[:0] = [
+            (
+                f"s-{n % SUBJECTS:02d}",
+                {
+                    "request_id": f"sc-real-{n}",
+                    "kind": "semantic",
+                    "content": text,
+                    "source": {"type": "user_statement", "ref": f"bench:real/{n}"},
+                    "consent": True,
+                },
+            )
+            for n, text in enumerate(_REAL[: REAL_PER_SUBJECT * SUBJECTS])
+        ]
+        del bodies[stop - start :]
     t0 = time.monotonic()
     for i, (subject, body) in enumerate(bodies):
         answer = (
@@ -373,6 +421,9 @@ def _load_scale(
         if hasattr(index, "refresh"):
             index.refresh()
         seconds[f"memvault_index_{backend}_s"] = round(time.monotonic() - t0, 1)
+        # A change the pump gave up on would leave a smaller (faster) index behind.
+        if pump.dropped:
+            raise RuntimeError(f"the {backend} indexer dropped {pump.dropped} changes")
     t0 = time.monotonic()
     mem0.begin_bulk()
     for subject, body in bodies:
@@ -429,22 +480,26 @@ def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
             out[f"memvault-{backend}"] = {"write_to_first_recall_ms": _stats(appear)}
         # Deletes: the purge runs in the background (as a Step Functions execution would)
         # and reaches every copy; polled until COMPLETED.
-        services = memvault.services
-        completed: list[float] = []
-        for n in range(FRESH):
-            subject = f"s-{n % SUBJECTS:02d}"
-            ctx = memvault.ctx(TENANT, subject)
-            victim = services.memory.list_memories(ctx, subject, limit=1).items[0].memory_id
-            t0 = time.perf_counter()
-            job = services.memory.delete(ctx, subject, victim)
-            while job.status.value != "COMPLETED":
-                if time.perf_counter() - t0 > 60:
-                    raise RuntimeError(f"deletion stayed {job.status.value} for 60 s")
-                time.sleep(0.01)
-                job = services.memory.deletion_status(ctx, job.deletion_id)
-            completed.append((time.perf_counter() - t0) * 1000)
-        out["delete_to_completed_ms"] = _stats(completed)
-        out["delete_copies"] = [c.model_dump(mode="json") for c in job.copies]
+        # Each backend's deletions purge that backend's index (the job waits for its
+        # copy there), so each is timed on its own.
+        for backend, memories in memvault.memories.items():
+            completed: list[float] = []
+            for n in range(FRESH):
+                subject = f"s-{n % SUBJECTS:02d}"
+                ctx = memvault.ctx(TENANT, subject)
+                victim = memories.list_memories(ctx, subject, limit=1).items[0].memory_id
+                t0 = time.perf_counter()
+                job = memories.delete(ctx, subject, victim)
+                while job.status.value != "COMPLETED":
+                    if time.perf_counter() - t0 > 60:
+                        raise RuntimeError(f"deletion stayed {job.status.value} for 60 s")
+                    time.sleep(0.01)
+                    job = memories.deletion_status(ctx, job.deletion_id)
+                completed.append((time.perf_counter() - t0) * 1000)
+            out[f"memvault-{backend}"]["delete_to_completed_ms"] = _stats(completed)
+            out[f"memvault-{backend}"]["delete_copies"] = {
+                c.name: c.status.value for c in job.copies
+            }
     finally:
         memvault.stop_pumps()
     # Mem0: add → first found by search (its index refreshes every second by default).
@@ -480,6 +535,61 @@ def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
     return out
 
 
+def _measure_scale(
+    out: dict[str, Any],
+    systems: dict[str, Any],
+    views: dict[str, Any],
+    cached: CachedEmbedder,
+    queries: list[str],
+    home: Path,
+    url: str,
+    tag: str,
+    done: int,
+    target: int,
+) -> int:
+    """Load up to ``target`` memories, then time every system; appends a row to ``out``."""
+    load = _load_scale(systems, cached, done, target)
+    counts = {
+        "memvault_opensearch": _count(url, f"peer-{tag}--"),
+        "mem0_opensearch": _count(url, f"peer-{tag}-mem0"),
+    }
+    _settle(url)
+    row: dict[str, Any] = {"memories": target, "load": load, "indexed": counts}
+    _timed_round_robin(views, queries, random.Random(1), WARM)  # subjects load
+    took, returned = _timed_round_robin(views, queries, random.Random(target), QUERIES)
+    e2e = took.pop("memvault-embedded-over-http")
+    returned.pop("memvault-embedded-over-http")
+    row["recall_ms"] = {name: _stats(t) for name, t in took.items()}
+    row["recall_end_to_end_ms"] = {"memvault-embedded": _stats(e2e)}
+    row["recall_samples_ms"] = {n: [round(x, 2) for x in t] for n, t in took.items()}
+    row["items_returned_mean"] = {
+        name: round(statistics.fmean(r), 2) for name, r in returned.items()
+    }
+    for name, st in row["recall_ms"].items():
+        _log(f"{target:,} {name}: p50 {st['p50']} p95 {st['p95']} ms")
+    mem0_p95 = row["recall_ms"]["mem0-opensearch"]["p95"]
+    row["p95_ratio_to_mem0"] = {
+        name: round(r["p95"] / mem0_p95, 3) for name, r in row["recall_ms"].items()
+    }
+    row["sizes_mb"] = {
+        "memvault_store": _folder_mb(home / "memvault" / "data"),
+        "memvault_embedded_index": _folder_mb(home / "memvault" / "index"),
+        "memvault_opensearch_index": _index_mb(url, f"peer-{tag}--"),
+        "mem0_opensearch_index": _index_mb(url, f"peer-{tag}-mem0"),
+        "mem0_history_db": round((home / "mem0" / "mem0-history.db").stat().st_size / 1e6, 1)
+        if (home / "mem0" / "mem0-history.db").exists()
+        else 0.0,
+    }
+    row["rss_mb"] = {
+        # This process holds all three clients, memvault's loaded index and the
+        # harness's vector cache (float32, 1.5 kB a memory).
+        "bench_process": _rss_mb(),
+        "opensearch_node": _rss_mb(_opensearch_pid()),
+    }
+    out["scales"].append(row)
+    return target
+
+
 def scale(url: str) -> dict[str, Any]:
     _quiet()
     evalset = EvalSet.read(EVAL)
@@ -487,7 +597,10 @@ def scale(url: str) -> dict[str, Any]:
     model = MiniLmEmbedder()
     _vocabulary(model)
     cached = CachedEmbedder(model)
+    _REAL[:] = [m["content"] for m in evalset.memories][: REAL_PER_SUBJECT * SUBJECTS]
+    cached.embed(_REAL)
     out: dict[str, Any] = {
+        "real_memories_per_subject": REAL_PER_SUBJECT,
         "subjects": SUBJECTS,
         "queries_per_scale": QUERIES,
         "scales": [],
@@ -495,7 +608,9 @@ def scale(url: str) -> dict[str, Any]:
     with temp_home() as raw:
         home = Path(raw)
         tag = f"s{uuid.uuid4().hex[:6]}"
-        systems = _systems(home, url, cached, tag)
+        # The purge in the background, as the local stack (and Step Functions) runs it:
+        # a delete answers at once and its job reaches COMPLETED by itself.
+        systems = _systems(home, url, cached, tag, purge_launch="background")
         views = _views(systems)
         http = HttpView(systems["memvault"])
         # End to end: the local stack's HTTP front on loopback, token check included.
@@ -504,49 +619,19 @@ def scale(url: str) -> dict[str, Any]:
         try:
             for target in SCALES:
                 _log(f"loading {done:,} → {target:,}")
-                load = _load_scale(systems, cached, done, target)
-                done = target
-                row: dict[str, Any] = {
-                    "memories": target,
-                    "load": load,
-                    "recall_ms": {},
-                    "recall_samples_ms": {},
-                }
-                for name, view in views.items():
-                    rng = random.Random(target)
-                    _timed_recalls(view, queries[:20], random.Random(1))  # warm: subjects load
-                    took = _timed_recalls(view, queries, rng)
-                    row["recall_ms"][name] = _stats(took)
-                    row["recall_samples_ms"][name] = [round(t, 2) for t in took]
-                    _log(
-                        f"{target:,} {name}: p50 {row['recall_ms'][name]['p50']} "
-                        f"p95 {row['recall_ms'][name]['p95']} ms"
+                try:
+                    done = _measure_scale(
+                        out, systems, views, cached, queries, home, url, tag, done, target
                     )
-                row["recall_end_to_end_ms"] = {
-                    "memvault-embedded": row["recall_ms"].pop("memvault-embedded-over-http")
-                }
-                row["recall_samples_ms"].pop("memvault-embedded-over-http")
-                mem0_p95 = row["recall_ms"]["mem0-opensearch"]["p95"]
-                row["p95_ratio_to_mem0"] = {
-                    name: round(r["p95"] / mem0_p95, 3) for name, r in row["recall_ms"].items()
-                }
-                row["sizes_mb"] = {
-                    "memvault_store": _folder_mb(home / "memvault" / "data"),
-                    "memvault_embedded_index": _folder_mb(home / "memvault" / "index"),
-                    "memvault_opensearch_index": _index_mb(url, f"peer-{tag}--"),
-                    "mem0_opensearch_index": _index_mb(url, f"peer-{tag}-mem0"),
-                    "mem0_history_db": round(
-                        (home / "mem0" / "mem0-history.db").stat().st_size / 1e6, 1
-                    )
-                    if (home / "mem0" / "mem0-history.db").exists()
-                    else 0.0,
-                }
-                row["rss_mb"] = {
-                    "this_process_all_three_clients": _rss_mb(),
-                    "opensearch_node": _rss_mb(_opensearch_pid()),
-                }
-                out["scales"].append(row)
-            out["freshness_and_purge"] = _freshness_and_purge(systems) | {"memories": done}
+                except Exception as error:  # keep the scales measured so far
+                    out["error"] = f"at {target:,}: {type(error).__name__}: {error}"
+                    _log(out["error"])
+                    break
+            try:
+                out["freshness_and_purge"] = _freshness_and_purge(systems) | {"memories": done}
+            except Exception as error:
+                out["freshness_error"] = f"{type(error).__name__}: {error}"
+                _log(out["freshness_error"])
         finally:
             http.close()
             systems["memvault"].close()

@@ -42,16 +42,20 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from memvault.clock import SystemClock
+import numpy as np
+
+from memvault.clock import RandomIds, SystemClock
 from memvault.config import Settings
 from memvault.errors import MemvaultError
 from memvault.indexing.indexer import Indexer
 from memvault.models.access import AccessContext, Scope, Sensitivity
 from memvault.models.memory import MemoryWrite
 from memvault.models.recall import RecallRequest
+from memvault.services.deletion import PurgeRunner, default_steps
+from memvault.services.memory import MemoryService
 from memvault.services.recall import RecallService
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.wiring import Services, build_services, search_index
+from memvault.wiring import Services, _launcher, build_services, search_index
 from memvault_local.outbox_pump import OutboxPump
 
 ALL_SCOPES = frozenset(Scope)
@@ -73,7 +77,8 @@ class CachedEmbedder:
 
     def __init__(self, model: Any) -> None:
         self.model = model
-        self.vectors: dict[str, list[float]] = {}
+        # float32 arrays: 100,000 cached vectors as Python lists would be about 1 GB.
+        self.vectors: dict[str, Any] = {}
         self._lock = threading.Lock()
 
     model_id = property(lambda self: self.model.model_id)
@@ -81,13 +86,17 @@ class CachedEmbedder:
     dimensions = property(lambda self: self.model.dimensions)
     slug = property(lambda self: self.model.slug)
 
+    def put(self, text: str, vector: Any) -> None:
+        self.vectors[text] = np.asarray(vector, dtype=np.float32)
+
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         missing = [t for t in dict.fromkeys(texts) if t not in self.vectors]
         if missing:
             got = self.model.embed(missing)
             with self._lock:
-                self.vectors.update(zip(missing, got, strict=True))
-        return [self.vectors[t] for t in texts]
+                for text, vector in zip(missing, got, strict=True):
+                    self.put(text, vector)
+        return [self.vectors[t].tolist() for t in texts]
 
     def embed_one(self, text: str) -> list[float]:
         return self.embed([text])[0]
@@ -166,10 +175,24 @@ class MemvaultSystem:
         self.services: Services = build_services(settings_for(first), embedder=queries)
         repo = self.services.stores.memory
         self.recalls = {first: self.services.recall}
+        #: Per backend, the memory service whose deletions purge that backend's index.
+        self.memories: dict[str, MemoryService] = {first: self.services.memory}
+        stores = self.services.stores
         for backend in backends[1:]:
             settings = settings_for(backend)
             index = search_index(settings, queries)
-            self.recalls[backend] = RecallService(repo, index, queries, settings, SystemClock())
+            clock = SystemClock()
+            self.recalls[backend] = RecallService(repo, index, queries, settings, clock)
+            steps = default_steps(
+                repo,
+                clock,
+                self.services.artifacts,
+                index,
+                sessions=stores.sessions,
+                runs=stores.runs,
+            )
+            launcher = _launcher(settings, PurgeRunner(repo, clock, steps), clock)
+            self.memories[backend] = MemoryService(repo, settings, clock, RandomIds(), launcher)
         self.pumps: dict[str, OutboxPump] = {}
         for backend, recall in self.recalls.items():
             index = recall.index
@@ -263,7 +286,9 @@ class HttpView:
 
         assert subject is not None
         if subject not in self._clients:
-            token = self.key.mint(tenant=tenant, subject=subject)
+            token = self.key.mint(
+                tenant=tenant, subject=subject, ttl=86_000
+            )  # this stack's longest lifetime: a day
             self._clients[subject] = _TimedClient(ApiClient(self.url, token))
         return self._clients[subject]
 
@@ -310,21 +335,25 @@ class _MemvaultClient:
         subject = parts[2]
         services = self.system.services
         try:
+            memories = self.system.memories[self.view.backend]
             if method == "POST" and parts[3] == "memories":
-                written = services.memory.write(self.ctx, subject, MemoryWrite.model_validate(body))
+                written = memories.write(self.ctx, subject, MemoryWrite.model_validate(body))
                 return Answer(201, {"memory_id": written.memory.memory_id})
             if method == "DELETE":
-                services.memory.delete(self.ctx, subject, parts[4])
-                return Answer(202, {})
+                job = memories.delete(self.ctx, subject, parts[4])
+                return Answer(202, {"deletion_id": job.deletion_id})
             if method == "GET":
                 self.system.sync()
                 got = services.memory.get(self.ctx, subject, parts[4])
                 return Answer(200, got.model_dump(mode="json"))
             if method == "POST" and parts[3] == "recall":
+                # Timed as Mem0's is: the whole call, request validation and the answer's
+                # models included (RecallResult.timings starts later).
+                started = time.perf_counter()
                 result = self.view.recall.recall(
                     self.ctx, subject, RecallRequest.model_validate(body)
                 )
-                total = result.timings.get("total")
+                total = round((time.perf_counter() - started) * 1000, 2)
                 return Answer(
                     200,
                     {
@@ -332,7 +361,7 @@ class _MemvaultClient:
                             {"memory": {"memory_id": i.memory.memory_id}} for i in result.items
                         ]
                     },
-                    {"Server-Timing": f"total;dur={total}"} if total is not None else {},
+                    {"Server-Timing": f"total;dur={total}"},
                 )
         except MemvaultError as error:
             return Answer(error.status, {"error": {"code": error.code, "message": str(error)}})
@@ -365,7 +394,9 @@ def create_mem0_index(url: str, name: str) -> None:
         "PUT",
         f"/{name}",
         {
-            "settings": {"index.knn": True},
+            # Mem0's settings, with the refresh interval memvault's local index uses, so
+            # that freshness compares the systems rather than two refresh settings.
+            "settings": {"index.knn": True, "index.refresh_interval": "500ms"},
             "mappings": {
                 "properties": {
                     "vector_field": {
@@ -477,9 +508,18 @@ class Mem0System:
                 method="POST",
                 headers={"Content-Type": "application/x-ndjson"},
             )
-            with urllib.request.urlopen(request, timeout=300) as raw:  # noqa: S310
-                if json.loads(raw.read()).get("errors"):
+            for attempt in range(6):
+                try:
+                    with urllib.request.urlopen(request, timeout=300) as raw:  # noqa: S310
+                        answer = json.loads(raw.read())
+                except urllib.error.HTTPError as error:
+                    if error.code != 429 or attempt == 5:
+                        raise
+                    time.sleep(2**attempt)
+                    continue
+                if answer.get("errors"):
                     raise RuntimeError("a Mem0 bulk load had errors")
+                break
         self._buffer.clear()
         del self.memory.vector_store.insert  # back to OpenSearchDB.insert
         self._buffer = None
@@ -504,11 +544,14 @@ class _Mem0Client:
         if method == "POST" and parts[3] == "memories":
             # Mem0 keeps what it is given: no consent, sensitivity, visibility or candidate
             # state of its own; they ride along as metadata.
+            # Scope keys are stored as metadata so that a recall can filter on them, as
+            # Mem0's exact-match metadata filters allow.
             meta = {
                 "kind": body["kind"],
                 "tags": ",".join(body.get("tags", [])),
                 "sensitivity": body.get("sensitivity", "internal"),
                 "source_type": body["source"]["type"],
+                **(body.get("scope") or {}),
             }
             expires = None
             if body.get("ttl_seconds"):
@@ -544,7 +587,9 @@ class _Mem0Client:
         if method == "POST" and parts[3] == "recall":
             started = time.perf_counter()
             found = memory.search(
-                body["query"], filters={"user_id": user}, top_k=body.get("limit", 10)
+                body["query"],
+                filters={"user_id": user, **(body.get("scope") or {})},
+                top_k=body.get("limit", 10),
             )
             took = (time.perf_counter() - started) * 1000
             return Answer(
