@@ -221,8 +221,9 @@ def test_restore_replay_keeps_deleted_memories_gone_from_the_restored_table_and_
     rig: RecallRig,
 ) -> None:
     kept = write(rig, "Lin takes the 8:15 train")
-    gone = write(rig, "Lin's door code is 4477")
-    forgotten = write(rig, "Kim's door code is 9911", subject="u-2")
+    # Words for markers: digits alone also turn up inside random hex ids and hashes.
+    gone = write(rig, "Lin's door code is by the walrus statue")
+    forgotten = write(rig, "Kim's door code is under the narwhal mat", subject="u-2")
     rig.sync()
     table = rig.services.memory.repo.db.names["memory"]
     backup = f"{table}-restored"
@@ -248,7 +249,7 @@ def test_restore_replay_keeps_deleted_memories_gone_from_the_restored_table_and_
         restored.memory.get(ctx("acme", "u-2"), "u-2", forgotten.memory_id)
     assert restored.memory.get(ctx(), "u-1", kept.memory_id).memory_id == kept.memory_id
     text = str(rig.client.scan(TableName=backup)["Items"])
-    assert "4477" not in text and "9911" not in text and "8:15" in text
+    assert "walrus" not in text and "narwhal" not in text and "8:15" in text
     for chain in (gone.chain_id, forgotten.chain_id):
         assert fresh.get("acme", chain)[1]["doc_type"] == "tombstone"  # type: ignore[index]
     assert restored.recall.recall(ctx(), "u-1", RecallRequest(query="door code")).items == []
