@@ -28,6 +28,7 @@ def draw(report: dict[str, Any], folder: Path) -> list[Path]:
 
 def _latency_cdf(ps: dict[str, Any], path: Path) -> Path:
     import matplotlib.pyplot as plt
+    from matplotlib import ticker
 
     scales = ps["scales"]
     fig, axes = plt.subplots(1, len(scales), figsize=(4.2 * len(scales), 3.6), sharey=True)
@@ -40,6 +41,8 @@ def _latency_cdf(ps: dict[str, Any], path: Path) -> Path:
         ax.set_title(f"{row['memories']:,} memories")
         ax.set_xlabel("recall, server-side ms")
         ax.set_xscale("log")
+        ax.xaxis.set_major_formatter(ticker.ScalarFormatter())
+        ax.xaxis.set_minor_formatter(ticker.NullFormatter())
         ax.grid(True, alpha=0.3)
     axes[0].set_ylabel("share of recalls")
     axes[0].legend(loc="lower right", fontsize=8)
@@ -58,9 +61,10 @@ def _quality(pq: dict[str, Any], path: Path) -> Path:
         for method, r in methods.items():
             if isinstance(r, dict) and "recall" in r:
                 rec = r["recall"]
+                system, _, engine = name.partition("-")
                 bars.append(
                     (
-                        f"{name}\n{method}",
+                        f"{system}\n{engine}\n{method}",
                         {
                             "recall@10 en": rec["en"]["@10"],
                             "recall@10 zh": rec["zh"]["@10"],
@@ -69,7 +73,7 @@ def _quality(pq: dict[str, Any], path: Path) -> Path:
                     )
                 )
     metrics = ["recall@10 en", "recall@10 zh", "MRR"]
-    fig, ax = plt.subplots(figsize=(max(6.0, 1.1 * len(bars)), 3.8))
+    fig, ax = plt.subplots(figsize=(max(6.0, 1.3 * len(bars)), 4.2))
     width = 0.8 / len(metrics)
     for m, metric in enumerate(metrics):
         xs = [i + (m - 1) * width for i in range(len(bars))]
