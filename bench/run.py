@@ -242,9 +242,7 @@ def _cold_start_lines(cs: dict[str, Any]) -> list[str]:
 
 
 def _index_lines(ix: dict[str, Any]) -> list[str]:
-    def ms(stats: dict[str, float]) -> str:
-        return f"{stats['p50']} / {stats['p95']} / {stats['p99']}"
-
+    ms = _ms
     lines = [
         "## Embedded index: 10 subjects of one tenant, synthetic memories, MiniLM queries",
         "",
