@@ -508,6 +508,18 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="JSON nested 2,000 levels reaches the parser and answers 500",
     ),
+    # 10. Stored text is data in working memory.
+    Mutant(
+        id="memory-text-verbatim-in-context",
+        path="layers/memvault/services/context.py",
+        original='            f"({m.kind.value}{key}) {as_data(m.content)}",\n',
+        replacement='            f"({m.kind.value}{key}) {m.content}",\n',
+        kill=(
+            "tests/integration/test_context_injection.py"
+            "::test_stored_text_cannot_forge_a_section_a_policy_or_a_turn[sqlite]",
+        ),
+        description="a memory's text starts a '### policy' section of its own in the context",
+    ),
 )
 
 ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)

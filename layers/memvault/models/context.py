@@ -52,6 +52,9 @@ class ContextItem(BaseModel):
     version: int | None
     tokens: int
     trimmable: bool
+    #: True only for the policy and the caller's own goal. Anything else is stored text
+    #: from callers: shown as data (one line, markers defanged), never as instructions.
+    trusted: bool = False
     content: str
 
 
@@ -87,3 +90,6 @@ class AssembledContext(BaseModel):
 
     sections: dict[str, list[ContextItem]]
     manifest: Manifest
+    #: The sections as one prompt-ready text (``### section`` headers, one labelled line
+    #: per stored item); stored text cannot forge a header, section or turn in it.
+    rendered: str = ""
