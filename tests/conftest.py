@@ -91,3 +91,12 @@ def api(services: Services) -> Iterator[MemoryService]:
     deps.use(services)
     yield services.memory
     deps.use(None)
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write the reliability scenarios this run recorded to build/reliability.json."""
+    from tests.support import reliability
+
+    if getattr(session.config, "workerinput", None) is not None:
+        return  # an xdist worker: the controller writes
+    reliability.write(int(exitstatus), selected=session.testscollected)
