@@ -108,6 +108,27 @@ def test_run_lifecycle_and_its_error_codes() -> None:
     assert call("GET", "/v1/runs/run-9", claims("globex", scope=ALL)).code == "not_found"
 
 
+def test_run_ids_belong_to_their_subject_over_http() -> None:
+    """Another subject's run id gives nothing away: the same id is that caller's own new
+    run (201), exactly as a never-used id is; a tenant service names the subject."""
+    mine, theirs = claims(subject="u-1", scope=ALL), claims(subject="u-2", scope=ALL)
+    assert (
+        call("PUT", "/v1/runs/job-1", mine, {"subject_id": "u-1", "plan_version": "p1"}).status
+        == 201
+    )
+    taken = call("PUT", "/v1/runs/job-1", theirs, {"subject_id": "u-2", "plan_version": "p1"})
+    fresh = call("PUT", "/v1/runs/job-2", theirs, {"subject_id": "u-2", "plan_version": "p1"})
+    assert (taken.status, fresh.status) == (201, 201)
+    assert {k: v for k, v in taken.body.items() if k != "run_id"} == {
+        k: v for k, v in fresh.body.items() if k != "run_id"
+    }
+    service = claims(subject=None, scope=f"{ALL} subjects:any")
+    assert call("GET", "/v1/runs/job-1", service).code == "validation_failed"
+    named = call("GET", "/v1/runs/job-1", service, query={"subject_id": "u-2"})
+    assert (named.status, named.body["subject_id"]) == (200, "u-2")
+    assert call("GET", "/v1/runs/job-1", mine, query={"subject_id": "u-2"}).status == 403
+
+
 def test_context_assembly_over_http() -> None:
     me = claims(scope=ALL)
     call("POST", "/v1/subjects/u-1/memories", me, memory_body())

@@ -11,6 +11,7 @@ import pytest
 from memvault.errors import (
     ArtifactNotCommitted,
     ArtifactReferenced,
+    Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
     NotFound,
@@ -307,34 +308,70 @@ def test_records_written_after_a_run_finished_expire_with_it(
     assert all("ttl" in i for i in items)
 
 
-def test_a_run_id_held_by_another_subject_answers_as_any_taken_id(
-    runs: RunService, ddb: Any, clock: FakeClock
+def test_run_ids_are_scoped_by_subject_so_another_subjects_id_tells_nothing(
+    runs: RunService,
 ) -> None:
-    """Security review: a 409 must not tell another subject's live run from any other
-    taken id (here: a retired run whose checkpoint DynamoDB's TTL deleted before its
-    versions)."""
-    from memvault.storage.dynamo import key
-
-    for run_id in ("retired", "live"):
-        runs.create(me(), run_id, CreateRun(subject_id="u-1", plan_version="p1"))
-    runs.advance(
-        me(), "retired", Advance(expected_version=1, status=RunStatus.CANCELLED, step="end")
-    )
-    clock.advance(days=runs.settings.run_retention_days + 1)
-    ddb.delete_item(TableName="test-runs", Key=key("acme#retired", "CHECKPOINT"))
+    """Security review (issue 18): with run ids unique per tenant, creating a run whose id
+    another subject held answered 409, so any subject could probe which run ids exist.
+    Now each subject has its own ids: the same id is a new, separate run."""
+    runs.create(me(), "live", CreateRun(subject_id="u-1", plan_version="p1"))
+    runs.advance(me(), "live", Advance(expected_version=1, status=RunStatus.RUNNING, step="a"))
     other = ctx("acme", "u-2", scopes=RUN_SCOPES)
-    body = CreateRun(subject_id="u-2", plan_version="p1")
 
-    answers = []
-    for run_id in ("retired", "live"):
-        with pytest.raises(IdempotencyKeyReused) as raised:
-            runs.create(other, run_id, body)
-        err = raised.value
-        answers.append((err.code, err.status, err.message, {**err.details, "run_id": "-"}))
-    assert answers[0] == answers[1]
+    taken, created = runs.create(other, "live", CreateRun(subject_id="u-2", plan_version="p9"))
+    fresh, created_fresh = runs.create(
+        other, "never-used", CreateRun(subject_id="u-2", plan_version="p9")
+    )
+    assert created and created_fresh
+    assert (taken.version, taken.status, taken.subject_id) == (1, RunStatus.CREATED, "u-2")
+    assert (fresh.version, fresh.status) == (taken.version, taken.status)
+    # Each subject reads and moves only its own run of that id.
+    assert runs.get(me(), "live").version == 2
+    assert runs.get(other, "live").plan_version == "p9"
+    runs.advance(other, "live", Advance(expected_version=1, status=RunStatus.CANCELLED, step="x"))
+    assert runs.get(me(), "live").status is RunStatus.RUNNING
     # The run's own subject still learns that its payload differs.
     with pytest.raises(IdempotencyKeyReused, match="another payload"):
         runs.create(me(), "live", CreateRun(subject_id="u-1", plan_version="p2"))
+
+
+def test_a_tenant_service_names_the_runs_subject(runs: RunService) -> None:
+    service = ctx("acme", None, scopes=RUN_SCOPES | {Scope.SUBJECTS_ANY})
+    runs.create(service, "r", CreateRun(subject_id="u-1", plan_version="p1"))
+    runs.create(service, "r", CreateRun(subject_id="u-2", plan_version="p2"))
+    assert runs.get(service, "r", "u-2").plan_version == "p2"
+    assert runs.get(me(), "r").plan_version == "p1"
+    with pytest.raises(ValidationFailed, match="subject_id"):
+        runs.get(service, "r")
+    # A subject's token cannot reach another subject's run by naming it.
+    with pytest.raises(Forbidden):
+        runs.get(me(), "r", "u-2")
+
+
+def test_a_run_kept_under_its_bare_id_is_still_found_by_its_subject(
+    runs: RunService, clock: FakeClock
+) -> None:
+    """Runs created before ids were scoped by subject are kept under the bare id; their
+    subject still finds and advances them, and nobody else sees them."""
+    from memvault.models.run import Checkpoint
+
+    now = clock.now()
+    old = Checkpoint(
+        run_id="old-run", subject_id="u-1", version=1, status=RunStatus.CREATED,
+        step="created", plan_version="p1", budget={}, pending_approvals=[], state={},
+        artifact_refs=[], created_at=now, updated_at=now,
+    )  # fmt: skip
+    runs.store.create("acme", old, "fingerprint")
+    assert runs.get(me(), "old-run").run_id == "old-run"
+    moved = runs.advance(
+        me(), "old-run", Advance(expected_version=1, status=RunStatus.RUNNING, step="go")
+    )
+    assert moved.version == 2 and runs.store.head("acme", "old-run", now=now) is not None
+    other = ctx("acme", "u-2", scopes=RUN_SCOPES)
+    with pytest.raises(NotFound):
+        runs.get(other, "old-run")
+    _, created = runs.create(other, "old-run", CreateRun(subject_id="u-2", plan_version="p1"))
+    assert created
 
 
 def test_an_artifact_is_named_with_its_one_digest(runs: RunService, services: Services) -> None:

@@ -664,7 +664,7 @@ def test_the_run_service_keeps_its_rules_on_either_store(backend: Backend) -> No
                 runs.advance(me, "r", advance)
         else:
             runs.advance(me, "r", advance)
-    assert backend.references("acme", "u-1", "art-1") == {"run:r"}
+    assert backend.references("acme", "u-1", "art-1") == {"run:u-1/r"}  # under its subject
     runs.record_operation(me, "r", "op", RecordOperation(status=OperationStatus.PENDING))
     cancel = RunEvent(event_id="e", type="cancel.requested")
     assert runs.deliver_event(me, "r", cancel)["applied"]

@@ -258,7 +258,7 @@ class ContextAssembler:
         now = self.clock.now()
         candidates = [_Candidate(c, c.content) for c in self._fixed(req)]
         if req.run_id:
-            cp = self.runs.get(ctx, req.run_id)
+            cp = self.runs.get(ctx, req.run_id, subject_id)
             if cp.subject_id != subject_id:
                 raise NotFound("no run with this id for this subject", {"run_id": req.run_id})
             run_item = self._run_item(cp)
@@ -468,7 +468,7 @@ class ContextAssembler:
             "goal": lambda _id, _v: self._fixed(req)[1],
             "evidence": lambda id_, _v: self._evidence(req.evidence)[int(id_.split(":")[1])],
             "run_state": lambda _id, v: self._run_item(
-                self._run_version(ctx, req, v, manifest.assembled_at)
+                self._run_version(ctx, subject_id, req, v, manifest.assembled_at)
             ),
             "session": lambda id_, v: self._session_item(ctx, subject_id, id_),
             "memories": lambda id_, v: self._memory_item(
@@ -494,12 +494,17 @@ class ContextAssembler:
         return rebuilt
 
     def _run_version(
-        self, ctx: AccessContext, req: ContextRequest, version: int | None, at: datetime
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        req: ContextRequest,
+        version: int | None,
+        at: datetime,
     ) -> Checkpoint:
         if req.run_id is None or not isinstance(version, int) or isinstance(version, bool):
             raise ValueError("a run_state entry needs the run id and an integer version")
-        cp = self.runs.version(ctx, req.run_id, version)
-        current = self.runs.get(ctx, req.run_id)
+        cp = self.runs.version(ctx, req.run_id, version, subject_id)
+        current = self.runs.get(ctx, req.run_id, subject_id)
         # Operations are recorded apart from checkpoints: keep those recorded by then.
         ops = [o for o in current.operations if o.updated_at <= at]
         return cp.model_copy(update={"operations": ops})

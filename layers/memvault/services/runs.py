@@ -10,7 +10,8 @@ from __future__ import annotations
 
 import hashlib
 import json
-from datetime import timedelta
+from dataclasses import replace
+from datetime import datetime, timedelta
 from typing import Any
 
 from memvault.clock import Clock, iso, parse_iso
@@ -50,11 +51,12 @@ from memvault.storage.ports.runs import (
     EventReceipt,
     RunStore,
     StoredRun,
+    run_key,
 )
 
 _NOT_FOUND = "no run with this id"
-#: The one answer for a run id the caller cannot take and may not see behind: a retired
-#: run's, or another subject's live run (whose existence stays private).
+#: The answer for a run id the subject held before and may not take again (its run
+#: expired). Another subject's run ids are no concern: run ids are scoped by subject.
 _ID_TAKEN = "this run id is taken; choose a new run id"
 _ARTIFACTS_REFUSED = (
     "artifact_refs must name committed artifacts of the run's subject with the given sha256"
@@ -74,6 +76,33 @@ class RunService:
         self.clock = clock
 
     # ------------------------------------------------------------------- create
+
+    # -------------------------------------------------------------- run keys
+
+    def _key(self, tenant_id: str, subject_id: str, run_id: str, now: datetime) -> str:
+        """The run's storage key: under its subject (``run_key``), or its bare id for a run
+        kept before ids were scoped by subject, when that run is this subject's."""
+        key = run_key(subject_id, run_id)
+        if self.store.head(tenant_id, key, now=now) is None:
+            legacy = self.store.head(tenant_id, run_id, now=now)
+            if legacy is not None and legacy.checkpoint.subject_id == subject_id:
+                return run_id
+        return key
+
+    @staticmethod
+    def _subject(ctx: AccessContext, subject_id: str | None) -> str:
+        """Whose run the caller means: the named subject (checked against the token), else
+        the token's own. A tenant-service token without a subject must name one."""
+        if subject_id is not None:
+            ctx.require_subject(subject_id)
+            return subject_id
+        if ctx.subject_id is None:
+            raise ValidationFailed(
+                "run ids are unique per subject: a token without a subject names the run's "
+                "subject with the query parameter subject_id",
+                {"field": "subject_id"},
+            )
+        return ctx.subject_id
 
     def create(self, ctx: AccessContext, run_id: str, body: CreateRun) -> tuple[Checkpoint, bool]:
         ctx.require(Scope.RUNS_WRITE)
@@ -102,50 +131,62 @@ class RunService:
             created_at=now,
             updated_at=now,
         )
+        key = self._key(ctx.tenant_id, body.subject_id, run_id, now)
         try:
-            self.store.create(ctx.tenant_id, checkpoint, fingerprint)
+            self.store.create(ctx.tenant_id, _keyed(checkpoint, key), fingerprint)
         except ConditionFailed:
-            existing = self.store.head(ctx.tenant_id, run_id, now=now)
-            if existing is None or not _visible(ctx, existing.checkpoint):
+            existing = self.store.head(ctx.tenant_id, key, now=now)
+            if existing is None:  # the subject's own run with this id, expired
                 raise IdempotencyKeyReused(_ID_TAKEN, {"run_id": run_id}) from None
             if existing.fingerprint != fingerprint:
                 raise IdempotencyKeyReused(
                     "a run with this id exists with another payload; choose a new run id",
                     {"run_id": run_id},
                 ) from None
-            return self.get(ctx, run_id), False
+            return self.get(ctx, run_id, body.subject_id), False
         logger.info("run created", extra={"tenant_id": ctx.tenant_id, "run_id": run_id})
         return checkpoint, True
 
     # --------------------------------------------------------------------- read
 
-    def get(self, ctx: AccessContext, run_id: str) -> Checkpoint:
+    def get(self, ctx: AccessContext, run_id: str, subject_id: str | None = None) -> Checkpoint:
         ctx.require(Scope.RUNS_WRITE)
-        checkpoint = self._load(ctx, run_id).checkpoint
-        ops = self.store.operations(ctx.tenant_id, run_id, now=self.clock.now())
-        return checkpoint.model_copy(update={"operations": ops})
+        key, stored = self._load(ctx, run_id, subject_id)
+        ops = self.store.operations(ctx.tenant_id, key, now=self.clock.now())
+        return stored.checkpoint.model_copy(update={"operations": ops})
 
-    def version(self, ctx: AccessContext, run_id: str, version: int) -> Checkpoint:
+    def version(
+        self, ctx: AccessContext, run_id: str, version: int, subject_id: str | None = None
+    ) -> Checkpoint:
         """One past version, exactly as it was (reproducing an assembled context)."""
         ctx.require(Scope.RUNS_WRITE)
-        self._load(ctx, run_id)
-        found = self.store.version(ctx.tenant_id, run_id, version, now=self.clock.now())
+        key, _ = self._load(ctx, run_id, subject_id)
+        found = self.store.version(ctx.tenant_id, key, version, now=self.clock.now())
         if found is None:
             raise NotFound("no such version of this run", {"run_id": run_id, "version": version})
-        return found
+        return _keyed(found, run_id)
 
-    def _load(self, ctx: AccessContext, run_id: str) -> StoredRun:
-        stored = self.store.head(ctx.tenant_id, run_id, now=self.clock.now())
+    def _load(
+        self, ctx: AccessContext, run_id: str, subject_id: str | None
+    ) -> tuple[str, StoredRun]:
+        """The run's storage key and current checkpoint (with its public id)."""
+        subject = self._subject(ctx, subject_id)
+        now = self.clock.now()
+        key = self._key(ctx.tenant_id, subject, run_id, now)
+        stored = self.store.head(ctx.tenant_id, key, now=now)
         # Another subject's run is answered as absent, so that its existence stays private.
         if stored is None or not _visible(ctx, stored.checkpoint):
             raise NotFound(_NOT_FOUND, {"run_id": run_id})
-        return stored
+        return key, replace(stored, checkpoint=_keyed(stored.checkpoint, run_id))
 
     # ------------------------------------------------------------------ advance
 
-    def advance(self, ctx: AccessContext, run_id: str, body: Advance) -> Checkpoint:
+    def advance(
+        self, ctx: AccessContext, run_id: str, body: Advance, subject_id: str | None = None
+    ) -> Checkpoint:
         ctx.require(Scope.RUNS_WRITE)
-        current = self._load(ctx, run_id).checkpoint
+        key, stored = self._load(ctx, run_id, subject_id)
+        current = stored.checkpoint
         refuse_secrets(
             [
                 ("step", body.step),
@@ -169,7 +210,7 @@ class RunService:
             self.store.advance(
                 ctx.tenant_id,
                 Advancement(
-                    checkpoint=updated,
+                    checkpoint=_keyed(updated, key),
                     expected_version=current.version,
                     new_references=_new_references(current, updated),
                     ttl=ttl,
@@ -180,9 +221,11 @@ class RunService:
                 _ARTIFACTS_REFUSED, {"artifact_ids": list(refused.artifact_ids)}
             ) from None
         except ConditionFailed:
-            self._check_version(self._load(ctx, run_id).checkpoint, body.expected_version)
+            self._check_version(
+                self._load(ctx, run_id, subject_id)[1].checkpoint, body.expected_version
+            )
             raise VersionConflict("the run changed while advancing; re-read it") from None
-        self._retain(ctx.tenant_id, run_id, ttl)
+        self._retain(ctx.tenant_id, key, ttl)
         logger.info(
             "run advanced",
             extra={
@@ -260,11 +303,16 @@ class RunService:
     # --------------------------------------------------------------- operations
 
     def record_operation(
-        self, ctx: AccessContext, run_id: str, operation_id: str, body: RecordOperation
+        self,
+        ctx: AccessContext,
+        run_id: str,
+        operation_id: str,
+        body: RecordOperation,
+        subject_id: str | None = None,
     ) -> tuple[Operation, bool]:
         """Record a side effect's status; returns it and whether anything changed."""
         ctx.require(Scope.RUNS_WRITE)
-        stored = self._load(ctx, run_id)
+        key, stored = self._load(ctx, run_id, subject_id)
         refuse_secrets(
             [("operation_id", operation_id), ("result_ref", body.result_ref)], "the operation"
         )
@@ -276,7 +324,7 @@ class RunService:
         ttl = self._expiry(stored.checkpoint, stored.ttl)
         for _ in range(5):
             now = self.clock.now()
-            current = self.store.operation(ctx.tenant_id, run_id, operation_id, now=now)
+            current = self.store.operation(ctx.tenant_id, key, operation_id, now=now)
             if current is not None:
                 if current.status is body.status and (
                     current.result_ref,
@@ -302,7 +350,7 @@ class RunService:
             try:
                 self.store.put_operation(
                     ctx.tenant_id,
-                    run_id,
+                    key,
                     operation,
                     expected=None if current is None else current.status,
                     ttl=ttl,
@@ -325,7 +373,9 @@ class RunService:
 
     # ------------------------------------------------------------------- events
 
-    def deliver_event(self, ctx: AccessContext, run_id: str, event: RunEvent) -> dict[str, Any]:
+    def deliver_event(
+        self, ctx: AccessContext, run_id: str, event: RunEvent, subject_id: str | None = None
+    ) -> dict[str, Any]:
         """Apply an external event once: its receipt and its effect commit together."""
         ctx.require(Scope.RUNS_WRITE)
         refuse_secrets(
@@ -333,10 +383,10 @@ class RunService:
         )
         fingerprint = _digest(event.model_dump(mode="json"))
         for _ in range(5):
-            stored = self._load(ctx, run_id)
+            key, stored = self._load(ctx, run_id, subject_id)
             current = stored.checkpoint
             now = self.clock.now()
-            receipt = self.store.receipt(ctx.tenant_id, run_id, event.event_id, now=now)
+            receipt = self.store.receipt(ctx.tenant_id, key, event.event_id, now=now)
             if receipt is not None:
                 if receipt.fingerprint != fingerprint:
                     raise IdempotencyKeyReused(
@@ -364,13 +414,13 @@ class RunService:
             try:
                 if changes is None:
                     self.store.record_event(
-                        ctx.tenant_id, run_id, new_receipt, at_version=current.version
+                        ctx.tenant_id, key, new_receipt, at_version=current.version
                     )
                 else:
                     self.store.advance(
                         ctx.tenant_id,
                         Advancement(
-                            checkpoint=updated,
+                            checkpoint=_keyed(updated, key),
                             expected_version=current.version,
                             receipt=new_receipt,
                             ttl=ttl,
@@ -378,7 +428,7 @@ class RunService:
                     )
             except ConditionFailed:
                 continue  # a duplicate or a concurrent advance: re-read and re-decide
-            self._retain(ctx.tenant_id, run_id, ttl)
+            self._retain(ctx.tenant_id, key, ttl)
             return {
                 "event_id": event.event_id,
                 "duplicate": False,
@@ -406,6 +456,11 @@ class RunService:
         if cp.status is RunStatus.WAITING_APPROVAL and not pending:
             status = RunStatus.RUNNING
         return {"status": status, "step": cp.step, "pending_approvals": pending}
+
+
+def _keyed(cp: Checkpoint, run_id: str) -> Checkpoint:
+    """The checkpoint under another run id: its storage key going in, its public id out."""
+    return cp if cp.run_id == run_id else cp.model_copy(update={"run_id": run_id})
 
 
 def _visible(ctx: AccessContext, cp: Checkpoint) -> bool:

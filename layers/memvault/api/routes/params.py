@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 
 NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$"
 
@@ -28,3 +28,14 @@ OperationPath = Annotated[
     str, Path(min_length=1, max_length=128, pattern=NAME_PATTERN, description="an operation id")
 ]
 DeletionPath = Annotated[str, Path(pattern=r"^del_[0-9a-f]{32}$", description="a deletion job id")]
+#: Run ids are unique per subject: a token for one subject means its own runs; a tenant
+#: service's token (``subjects:any``, no subject) names the subject here.
+RunSubjectQuery = Annotated[
+    str | None,
+    Query(
+        min_length=1,
+        max_length=128,
+        pattern=NAME_PATTERN,
+        description="the run's subject; needed only with a token that has no subject",
+    ),
+]

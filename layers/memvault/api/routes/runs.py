@@ -8,7 +8,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
-from memvault.api.routes.params import OperationPath, RunPath
+from memvault.api.routes.params import OperationPath, RunPath, RunSubjectQuery
 from memvault.api.schemas import EventOut
 from memvault.models.run import (
     Advance,
@@ -51,8 +51,10 @@ def create_run(run_id: RunPath, body: CreateRun) -> Response[Checkpoint]:
     responses=documented(200, Checkpoint, 403, 404),
     tags=TAGS,
 )
-def get_run(run_id: RunPath) -> Checkpoint:
-    return deps.services_for(router.current_event).runs.get(caller(router.current_event), run_id)
+def get_run(run_id: RunPath, subject_id: RunSubjectQuery = None) -> Checkpoint:
+    return deps.services_for(router.current_event).runs.get(
+        caller(router.current_event), run_id, subject_id
+    )
 
 
 @router.post(
@@ -61,9 +63,9 @@ def get_run(run_id: RunPath) -> Checkpoint:
     responses=documented(200, Checkpoint, 403, 404, 409),
     tags=TAGS,
 )
-def advance_run(run_id: RunPath, body: Advance) -> Checkpoint:
+def advance_run(run_id: RunPath, body: Advance, subject_id: RunSubjectQuery = None) -> Checkpoint:
     return deps.services_for(router.current_event).runs.advance(
-        caller(router.current_event), run_id, body
+        caller(router.current_event), run_id, body, subject_id
     )
 
 
@@ -74,10 +76,13 @@ def advance_run(run_id: RunPath, body: Advance) -> Checkpoint:
     tags=TAGS,
 )
 def record_operation(
-    run_id: RunPath, operation_id: OperationPath, body: RecordOperation
+    run_id: RunPath,
+    operation_id: OperationPath,
+    body: RecordOperation,
+    subject_id: RunSubjectQuery = None,
 ) -> Operation:
     operation, _ = deps.services_for(router.current_event).runs.record_operation(
-        caller(router.current_event), run_id, operation_id, body
+        caller(router.current_event), run_id, operation_id, body, subject_id
     )
     return operation
 
@@ -88,8 +93,8 @@ def record_operation(
     responses=documented(200, EventOut, 403, 404, 409),
     tags=TAGS,
 )
-def deliver_event(run_id: RunPath, body: RunEvent) -> EventOut:
+def deliver_event(run_id: RunPath, body: RunEvent, subject_id: RunSubjectQuery = None) -> EventOut:
     out = deps.services_for(router.current_event).runs.deliver_event(
-        caller(router.current_event), run_id, body
+        caller(router.current_event), run_id, body, subject_id
     )
     return EventOut.model_validate(out)

@@ -23,6 +23,15 @@ from memvault.models.run import ArtifactRef, Checkpoint, Operation, OperationSta
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 
 
+def run_key(subject_id: str, run_id: str) -> str:
+    """Where a run is kept: under its subject. Callers choose run ids, so an id is unique
+    per subject, not per tenant; otherwise creating a run whose id another subject holds
+    would answer 409 and tell the caller that run exists. Neither id may hold ``/``, so
+    the key is unambiguous, and never equal to a bare id (runs kept before ids were
+    scoped are found under their bare id; see ``RunService``)."""
+    return f"{subject_id}/{run_id}"
+
+
 def run_reference(run_id: str) -> str:
     """How a run is named among an artifact's references."""
     return f"run:{run_id}"
