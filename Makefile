@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop
+.PHONY: help install run test unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -35,9 +35,14 @@ format: $(STAMP) ## apply ruff's formatting and safe fixes
 typecheck: $(STAMP) ## mypy (strict, pydantic plugin)
 	$(BIN)/mypy
 
-unit: $(STAMP) ## the pytest suite alone
+unit: $(STAMP) ## the pytest suite alone; then every reliability scenario it recorded must hold
 	@$(BIN)/python -m pytest; rc=$$?; \
-	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; rc=0; fi; exit $$rc
+	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
+	if [ $$rc -eq 0 ]; then $(BIN)/python scripts/reliability.py --check --require-all; rc=$$?; fi; \
+	exit $$rc
+
+reliability: ## render RELIABILITY.md from the last test run (build/reliability.json) and make mutants (build/mutation.json)
+	$(BIN)/python scripts/reliability.py --out RELIABILITY.md
 
 CDK_ENV := JSII_SILENCE_WARNING_END_OF_LIFE_NODE_VERSION=20 JSII_SILENCE_WARNING_DEPRECATED_NODE_VERSION=1
 TENANT ?= example

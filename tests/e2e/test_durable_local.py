@@ -31,6 +31,7 @@ from memvault_local.client import ApiClient, ApiResponse
 from memvault_local.devkeys import DevKey
 from memvault_local.doctor import doctor
 from memvault_local.process import RunningStack, free_port, start_stack
+from tests.support import reliability
 from tests.support.moto_server import serial_moto
 
 #: The hashing embedder keeps these tests fast; nothing here is about ranking quality.
@@ -474,13 +475,32 @@ def test_a_kill_9_while_four_clients_write_loses_no_acknowledged_write(tmp_path:
         api = _client(stack, subject)
         base = f"/v1/subjects/{subject}/memories"
         not_yet_indexed = 0
+        lost: list[str] = []  # acknowledged, then not read back as written
+        doubled: list[str] = []  # a replay that stored a second memory
         for request_id, (memory_id, body) in acknowledged.items():
             read = api.call("GET", f"{base}/{memory_id}")
-            assert (read.status, read.body["content"]) == (200, body["content"]), request_id
+            if read.status != 200 or read.body.get("content") != body["content"]:
+                lost.append(request_id)
+                continue
             not_yet_indexed += read.body["index_status"] != "indexed"
             replay = api.call("POST", base, body=body)
-            assert (replay.status, replay.body.get("memory_id")) == (201, memory_id), request_id
-            assert replay.headers["Idempotent-Replay"] == "true", request_id
+            if (replay.status, replay.body.get("memory_id")) != (201, memory_id) or replay.headers[
+                "Idempotent-Replay"
+            ] != "true":
+                doubled.append(request_id)
+        reliability.record(
+            "kill-9-while-writing",
+            category="durability",
+            fault="SIGKILL of the local stack while 4 clients write, then a restart",
+            oracle="every write answered 201 reads back as written; its replay is the same "
+            "memory; doctor finds every invariant",
+            seeds=1,
+            operations=len(acknowledged),
+            violations=len(lost) + len(doubled),
+            store="sqlite",
+            details={"lost": len(lost), "duplicated": len(doubled), "in_flight": len(in_flight)},
+        )
+        assert lost == [] and doubled == [], (lost, doubled)
         # A write cut off by the kill either committed whole or not at all: now it is one
         # memory, whether its replay found it or wrote it.
         committed_in_flight = 0
@@ -604,6 +624,7 @@ def test_64_clients_correcting_one_memory_at_one_version_make_exactly_one_versio
         won = [n for n, (status, _) in enumerate(answers) if status == 200]
         lost = [b for status, b in answers if status == 409]
         print(f"\n64 PATCHes at version 1 answered in {elapsed:.2f}s: {len(won)} x 200")
+        _record_race("64-clients-correct-one-memory", answers, won, lost)
         assert len(won) == 1, answers
         assert len(lost) == 63, answers
         assert {b["error"]["code"] for b in lost} == {"version_conflict"}
@@ -643,6 +664,7 @@ def test_64_workers_advancing_one_run_at_one_version_make_exactly_one_checkpoint
         won = [n for n, (status, _) in enumerate(answers) if status == 200]
         lost = [b for status, b in answers if status == 409]
         print(f"\n64 advances at version 1 answered in {elapsed:.2f}s: {len(won)} x 200")
+        _record_race("64-workers-advance-one-run", answers, won, lost)
         assert len(won) == 1, answers
         assert len(lost) == 63, answers
         assert {b["error"]["code"] for b in lost} == {"version_conflict"}
@@ -650,6 +672,22 @@ def test_64_workers_advancing_one_run_at_one_version_make_exactly_one_checkpoint
         assert (current.body["version"], current.body["step"]) == (2, f"worker-{won[0]}")
     finally:
         stack.stop()
+
+
+def _record_race(name: str, answers: list[Any], won: list[int], lost: list[Any]) -> None:
+    """One row: racers at one expected version; every answer but one must be a 409."""
+    conflicts = [b for b in lost if b["error"]["code"] == "version_conflict"]
+    reliability.record(
+        name,
+        category="uniqueness",
+        fault=f"{len(answers)} concurrent HTTP clients at one expected version (a barrier)",
+        oracle="exactly one 200, every other answer 409 version_conflict",
+        seeds=1,
+        operations=len(answers),
+        violations=abs(len(won) - 1) + (len(answers) - 1 - len(conflicts) if won else 0),
+        store="sqlite",
+        details={"won": len(won), "version_conflict": len(conflicts)},
+    )
 
 
 def test_32_concurrent_appends_to_one_session_are_all_kept_in_order_once(
@@ -786,11 +824,25 @@ def test_a_forgotten_subject_leaves_no_byte_of_its_content_on_disk(tmp_path: Pat
         assert not objects.exists() or not any(_files(objects))
         # COMPLETED means gone already, while the stack still runs (what a kill -9 now
         # would leave): no old WAL frame, outbox row, index line or object keeps it.
-        assert _where(home, needles) == []
+        running = _where(home, needles)
 
         stopped = stack.interrupt(timeout=30)
         assert stack.process.returncode == 0, stopped
-        assert _where(home, needles) == []
+        after = _where(home, needles)
+        reliability.record(
+            "forget-leaves-no-byte-on-disk",
+            category="deletion",
+            fault="a subject's content in memories (2 versions), session and summary, run "
+            "state and operation, an artifact and the index, then forget",
+            oracle="no byte of any file under the home holds the content once the purge is "
+            "COMPLETED, while running and after Ctrl-C",
+            seeds=1,
+            operations=2,
+            violations=len(running) + len(after),
+            store="sqlite",
+            details={"files_holding_it_while_running": len(running), "after_stop": len(after)},
+        )
+        assert running == [] and after == [], (running, after)
         assert not (home / "data" / "index-failures.jsonl").exists()
     finally:
         stack.stop()

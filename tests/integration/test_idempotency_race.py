@@ -18,6 +18,7 @@ from typing import Any
 
 from memvault.models.memory import Memory
 from memvault.services.memory import MemoryService, WriteResult
+from tests.support import reliability
 from tests.support.harness import a_write, ctx
 from tests.support.race import together
 
@@ -38,6 +39,24 @@ def check_one_winner(results: list[WriteResult]) -> Memory:
     return results[0].memory
 
 
+def _record(name: str, service: MemoryService, winners: list[Memory]) -> None:
+    """One row: THREADS racing retries per round; a violation is any memory beyond one per
+    request id, or a retry told of another memory than the one stored."""
+    held = every_memory(service)
+    extra = len(held) - len(winners)
+    strays = len({m.memory_id for m in held} ^ {w.memory_id for w in winners})
+    reliability.record(
+        name,
+        category="uniqueness",
+        fault=f"{THREADS} retries of one request id released together by a barrier",
+        oracle="one memory per request id; every retry answered with that memory",
+        seeds=ROUNDS,
+        operations=ROUNDS * THREADS,
+        violations=max(extra, 0) + strays,
+        store=service.settings.store,
+    )
+
+
 def test_racing_retries_without_a_canonical_key_store_one_memory(service: MemoryService) -> None:
     winners = []
     for round_ in range(ROUNDS):
@@ -52,6 +71,7 @@ def test_racing_retries_without_a_canonical_key_store_one_memory(service: Memory
 
         winners.append(check_one_winner(together(THREADS, retry)))
 
+    _record("racing-retries-one-request-id", service, winners)
     held = every_memory(service)
     assert sorted(m.memory_id for m in held) == sorted(w.memory_id for w in winners)
     exported = service.export(ctx(), "u-1")["memories"]
@@ -79,6 +99,7 @@ def test_racing_retries_for_a_new_canonical_key_store_one_memory(service: Memory
         assert winner.version == 1
         winners.append(winner)
 
+    _record("racing-retries-new-canonical-key", service, winners)
     held = every_memory(service)
     assert sorted(m.memory_id for m in held) == sorted(w.memory_id for w in winners)
 

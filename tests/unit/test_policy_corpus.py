@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import math
 import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
@@ -24,6 +25,7 @@ import pytest
 
 from memvault.policy.pii import find_pii
 from memvault.policy.secrets import find_secrets
+from tests.support import reliability
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_PATH = ROOT / "tests" / "data" / "policy_corpus.json"
@@ -262,7 +264,43 @@ def report() -> dict[str, Any]:
     REPORT_PATH.write_text(
         json.dumps(figures, ensure_ascii=False, indent=1) + "\n", encoding="utf-8"
     )
+    _record_targets(figures)
     return figures
+
+
+def _record_targets(figures: dict[str, Any]) -> None:
+    """One reliability row per target and language. A row's violations are the items
+    beyond what the target allows (0 when it is met)."""
+    for label, target in (("secret", SECRET_RECALL_TARGET), ("pii", PII_RECALL_TARGET)):
+        section = figures[label]
+        for lang in ("all", "en", "zh"):
+            row = section if lang == "all" else section["by_lang"][lang]
+            misses = row["items"] - row["detected"]
+            allowed = math.floor(row["items"] * (1 - target) + 1e-9)
+            reliability.record(
+                f"{label}-detection-{lang}",
+                category="policy",
+                fault=f"labelled {label} items of the policy corpus ({lang})",
+                oracle=f"recall >= {target}",
+                seeds=1,
+                operations=row["items"],
+                violations=max(0, misses - allowed),
+                details={"recall": row["recall"], "missed": misses, "target": target},
+            )
+    for lang in ("all", "en", "zh"):
+        benign = figures["benign"]
+        row = benign if lang == "all" else benign["by_lang"][lang]
+        allowed = math.floor(row["items"] * BENIGN_SECRET_FP_TARGET + 1e-9)
+        reliability.record(
+            f"benign-secret-false-positives-{lang}",
+            category="policy",
+            fault=f"benign memories, look-alikes included ({lang})",
+            oracle=f"secret false positives <= {BENIGN_SECRET_FP_TARGET:.0%}",
+            seeds=1,
+            operations=row["items"],
+            violations=max(0, row["secret_fp"] - allowed),
+            details={"rate": row["secret_fp_rate"], "false_positives": row["secret_fp"]},
+        )
 
 
 def _recall_listing(section: dict[str, Any], lang: str = "all") -> str:
