@@ -135,6 +135,38 @@ def test_other_tenants_get_404_and_other_subjects_403(artifacts: ArtifactService
         artifacts.get(me("acme", "u-2"), "u-1", staged.artifact_id)
 
 
+def test_an_artifact_above_the_callers_ceiling_is_absent_on_every_route(
+    artifacts: ArtifactService,
+) -> None:
+    """Security review (issue 18): a ``public`` token replayed the owner's upload request
+    id and got the internal artifact's metadata, committed its upload and deleted it."""
+    from memvault.models.memory import Sensitivity
+
+    low = ctx("acme", "u-1", scopes=EVERYTHING, max_sensitivity=Sensitivity.PUBLIC)
+    staged = start(artifacts)  # internal
+    replay = StartUpload.model_validate(
+        {
+            "request_id": "up-1",
+            "media_type": "text/plain",
+            "size_bytes": len(DATA),
+            "sha256": hashlib.sha256(DATA).hexdigest(),
+        }
+    )
+    other_payload = replay.model_copy(update={"size_bytes": 1})
+    for attempt in (replay, other_payload):
+        with pytest.raises(NotFound) as raised:
+            artifacts.start(low, "u-1", attempt)
+        assert staged.artifact_id not in str(raised.value.to_body())
+    assert put(staged.upload, DATA) == 200
+    with pytest.raises(NotFound):
+        artifacts.commit(low, "u-1", staged.artifact_id)
+    assert artifacts.get(me(), "u-1", staged.artifact_id).state is ArtifactState.STAGED
+    artifacts.commit(me(), "u-1", staged.artifact_id)
+    with pytest.raises(NotFound):
+        artifacts.delete(low, "u-1", staged.artifact_id)
+    assert artifacts.get(me(), "u-1", staged.artifact_id).state is ArtifactState.COMMITTED
+
+
 def test_limits_are_clear_refusals(artifacts: ArtifactService) -> None:
     with pytest.raises(PayloadTooLarge):
         artifacts.start(

@@ -102,3 +102,39 @@ def test_a_fact_outside_the_callers_visibility_cannot_be_superseded(
         ),
     )
     assert again.memory.version == 2 and again.memory.chain_id == hidden.memory.chain_id
+
+
+def test_an_agent_forgets_a_subject_only_when_it_may_read_every_memory(
+    service: MemoryService,
+) -> None:
+    """Security review (issue 18): an agent token below a memory's ceiling, or outside its
+    visibility, forgot the whole subject, facts it could not read included. An agent may
+    only delete what it may read; the subject's own token (no agent role) may always ask
+    for erasure, whatever its ceiling."""
+    hidden = service.write(PII, "u-1", a_write(content=HIDDEN_PII, canonical_key="contact"))
+    planned = service.write(
+        PLANNER,
+        "u-1",
+        a_write(request_id="r-plan", canonical_key="plan", visibility=["planner"]),
+    )
+    low_agent = ctx(agent_role="planner", principal="agent-low")  # internal ceiling
+    for caller in (low_agent, OTHER_ROLE):
+        with pytest.raises(MemvaultError) as raised:
+            service.forget(caller, "u-1")
+        assert (raised.value.code, raised.value.status) == ("forbidden", 403)
+        assert "mem_" not in str(raised.value.to_body())
+    assert service.get(PII, "u-1", hidden.memory.memory_id).version == 1
+    assert service.get(PLANNER, "u-1", planned.memory.memory_id).version == 1
+
+    # An agent that may read everything the subject holds may forget it.
+    owner_2 = ctx("acme", "u-2", max_sensitivity=Sensitivity.PII)
+    service.write(owner_2, "u-2", a_write(request_id="r-u2", content=HIDDEN_PII, canonical_key="c"))
+    able = ctx("acme", "u-2", agent_role="planner", max_sensitivity=Sensitivity.PII)
+    assert service.forget(able, "u-2").scope.value == "subject"
+
+    job = service.forget(LOW, "u-1")  # the subject's own token, internal ceiling
+    assert job.scope.value == "subject"
+    with pytest.raises(NotFound):
+        service.get(PII, "u-1", hidden.memory.memory_id)
+    with pytest.raises(NotFound):
+        service.get(PLANNER, "u-1", planned.memory.memory_id)

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memvault.errors import ConsentRequired, NotFound
+from memvault.errors import ConsentRequired, Forbidden, NotFound
 from memvault.models.context import ContextRequest
 from memvault.models.memory import Sensitivity
 from memvault.models.session import AppendMessage, PutSummary
@@ -128,3 +128,29 @@ def test_messages_stored_before_the_migration_read_as_internal(tmp_path: Path) -
     assert found is not None
     assert [(m.content, m.sensitivity) for m in found.messages] == [("hi", Sensitivity.INTERNAL)]
     db.close()
+
+
+def test_a_token_below_the_session_may_neither_end_it_nor_replace_its_summary(
+    services: Services,
+) -> None:
+    """Security review (issue 18): a ``public`` token ended a session whose messages it
+    could not read, and replaced a summary it could not read."""
+    s = services.sessions
+    s.append(PII_READER, "u-1", "s-1", _say("m-1", "hello"))
+    s.append(PII_READER, "u-1", "s-1", _say("m-2", SSN_LINE, consent=True))
+    s.put_summary(
+        PII_READER, "u-1", "s-1",
+        PutSummary(content=f"They gave {SSN_LINE}", from_seq=1, through_seq=2, consent=True),
+    )  # fmt: skip
+    for reader in (INTERNAL_READER, PUBLIC_READER):
+        with pytest.raises(Forbidden):
+            s.put_summary(
+                reader, "u-1", "s-1", PutSummary(content="all fine", from_seq=1, through_seq=1)
+            )
+        with pytest.raises(Forbidden):
+            s.end(reader, "u-1", "s-1")
+    kept = s.read(PII_READER, "u-1", "s-1")
+    assert kept.summary is not None and "078-05-1120" in kept.summary.content
+    assert s.end(PII_READER, "u-1", "s-1") > 0
+    with pytest.raises(NotFound):
+        s.read(PII_READER, "u-1", "s-1")

@@ -520,6 +520,17 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="a memory's text starts a '### policy' section of its own in the context",
     ),
+    Mutant(
+        id="run-ids-shared-across-subjects",
+        path="layers/memvault/storage/ports/runs.py",
+        original='    return f"{subject_id}/{run_id}"\n',
+        replacement="    return run_id\n",
+        kill=(
+            "tests/integration/test_runs.py"
+            "::test_run_ids_are_scoped_by_subject_so_another_subjects_id_tells_nothing[sqlite]",
+        ),
+        description="another subject's run id shows through a 409 on create",
+    ),
 )
 
 ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)

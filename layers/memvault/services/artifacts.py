@@ -156,11 +156,16 @@ class ArtifactService:
     def _replay(
         self, ctx: AccessContext, subject_id: str, receipt: UploadReceipt, fingerprint: str
     ) -> ArtifactOut:
+        # Readable first: a caller below the artifact's sensitivity learns nothing from its
+        # request id: not the artifact, its id, nor that the id was used with another payload.
+        try:
+            record = self._row(ctx, subject_id, receipt.artifact_id)
+        except NotFound:
+            raise NotFound(_NOT_FOUND, {}) from None
         if receipt.fingerprint != fingerprint:
             raise IdempotencyKeyReused(
                 "this request_id started another upload", {"artifact_id": receipt.artifact_id}
             )
-        record = self._row(ctx, subject_id, receipt.artifact_id)
         upload = self._upload(record) if record.state is ArtifactState.STAGED else None
         return self._out(record, upload=upload)
 
@@ -245,8 +250,6 @@ class ArtifactService:
         ctx.require(Scope.MEMORY_READ)
         ctx.require_subject(subject_id)
         record = self._row(ctx, subject_id, artifact_id)
-        if not ctx.may_read(record.sensitivity, []):
-            raise NotFound(_NOT_FOUND, {"artifact_id": artifact_id})
         download = None
         if record.state is ArtifactState.COMMITTED and record.version is not None:
             seconds = self.settings.download_url_seconds
@@ -351,8 +354,15 @@ class ArtifactService:
     # ---------------------------------------------------------------- helpers
 
     def _row(self, ctx: AccessContext, subject_id: str, artifact_id: str) -> ArtifactRecord:
+        """The artifact, if the caller may read it. Above the caller's ``max_sensitivity``
+        it is absent for every route (replay, commit, read, delete): what a caller may not
+        read, it may not change or learn about either."""
         record = self.store.artifact(ctx.tenant_id, subject_id, artifact_id)
-        if record is None or record.state is ArtifactState.DELETED:
+        if (
+            record is None
+            or record.state is ArtifactState.DELETED
+            or not ctx.may_read(record.sensitivity, [])
+        ):
             raise NotFound(_NOT_FOUND, {"artifact_id": artifact_id})
         return record
 

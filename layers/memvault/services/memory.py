@@ -21,6 +21,7 @@ from memvault.config import Settings
 from memvault.errors import (
     ArtifactNotCommitted,
     FactNotWritable,
+    Forbidden,
     IdempotencyKeyReused,
     NotFound,
     ValidationFailed,
@@ -611,6 +612,7 @@ class MemoryService:
         memory of theirs is unreadable at once; the purge then clears each copy."""
         ctx.require(Scope.MEMORY_DELETE)
         ctx.require_subject(subject_id)
+        self._require_reads_all(ctx, subject_id)
         for _ in range(_RETRIES):
             epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
             job = self._new_job(ctx, subject_id, DeletionScope.SUBJECT, f"epoch:{epoch}")
@@ -638,6 +640,36 @@ class MemoryService:
             )
             return self._launch(job)
         raise VersionConflict("the subject kept changing while forgetting; retry")
+
+    def _require_reads_all(self, ctx: AccessContext, subject_id: str) -> None:
+        """Forgetting is erasure of everything held about the subject. A person's token
+        (no agent role: the subject's own, or the tenant's service acting on an erasure
+        request) may always ask for it; that must never depend on what one token can read,
+        or memories visible to two different agent roles could never be erased. An agent
+        may only delete what it may read, so an agent's token must be able to read every
+        memory held (every version not yet deleted or expired: sensitivity and
+        visibility). The refusal says only that some memory is beyond the token."""
+        if ctx.agent_role is None:
+            return
+        now = self.clock.now()
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        versions, chains = self.repo.subject_items(ctx.tenant_id, subject_id)
+        live = {c.chain_id for c in chains if c.live and c.subject_epoch == epoch}
+        for v in versions:
+            held = (
+                v.chain_id in live
+                and v.subject_epoch == epoch
+                and now < v.expires_at
+                and v.status is not MemoryStatus.DELETED
+            )
+            if held and not ctx.may_read(v.sensitivity, v.visibility):
+                raise Forbidden(
+                    "the subject holds memories this agent's token may not read (above its "
+                    "max_sensitivity or outside its role's visibility); an agent forgets a "
+                    "subject only when it may read every memory; the subject or the "
+                    "tenant's service may always",
+                    {"subject_id": subject_id},
+                )
 
     def deletion_status(self, ctx: AccessContext, deletion_id: str) -> DeletionJob:
         if not ({Scope.MEMORY_READ, Scope.MEMORY_DELETE} & ctx.scopes):

@@ -23,6 +23,7 @@ from memvault.clock import Clock, iso
 from memvault.config import Settings
 from memvault.errors import (
     ConsentRequired,
+    Forbidden,
     IdempotencyKeyReused,
     NotFound,
     SessionExpired,
@@ -248,6 +249,23 @@ class SessionService:
             ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
 
+    def _withheld(self, ctx: AccessContext, subject_id: str, session_id: str) -> int:
+        """How many of the session's messages (and its summary) the caller may not read:
+        all of them, not only the recent ones a read returns."""
+        now = self.clock.now()
+        found = self.store.snapshot(ctx.tenant_id, subject_id, session_id, now=now, recent=1)
+        if found is None:
+            return 0  # absent or over: ending it answers not_found
+        if found.head.last_seq > 1:
+            every = self.store.snapshot(
+                ctx.tenant_id, subject_id, session_id, now=now, recent=found.head.last_seq
+            )
+            found = every or found
+        hidden = sum(not _readable(ctx, m.sensitivity) for m in found.messages)
+        if found.summary is not None and not _readable(ctx, found.summary.sensitivity):
+            hidden += 1
+        return hidden
+
     # ------------------------------------------------------------------ summary
 
     def put_summary(
@@ -256,6 +274,12 @@ class SessionService:
         ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
         session = self.read(ctx, subject_id, session_id, renew_check=False)
+        if session.summary_withheld:
+            raise Forbidden(
+                "the session's summary is above this token's max_sensitivity; only a token "
+                "that may read it may replace it",
+                {"session_id": session_id},
+            )
         if body.from_seq > body.through_seq or body.through_seq > session.message_count:
             raise ValidationFailed(
                 f"the summary must cover messages within 1..{session.message_count}",
@@ -287,6 +311,13 @@ class SessionService:
         """End the session: the head goes first (reads stop at once), then everything else."""
         ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
+        withheld = self._withheld(ctx, subject_id, session_id)
+        if withheld:
+            raise Forbidden(
+                "the session holds messages above this token's max_sensitivity; only a token "
+                "that may read all of it may end it",
+                {"session_id": session_id, "withheld": withheld},
+            )
         try:
             removed = self.store.end(ctx.tenant_id, subject_id, session_id)
         except ConditionFailed as err:

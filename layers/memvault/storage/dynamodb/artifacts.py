@@ -6,9 +6,9 @@ set ``referenced_by``), ``REQ#<request_id>`` an upload receipt with the table's 
 attribute. ``staged_until`` and ``retain_until`` are deliberately not the TTL attribute:
 DynamoDB would drop the row and leave the object behind.
 
-A reference (``memory:<chain_id>``, ``run:<subject_id>/<run_id>``) is added inside the transaction of
-the record that makes it, with ``add_reference``; adding one requires the artifact to be
-committed (and, for checkpoints, to have the expected sha256).
+A reference (``memory:<chain_id>``, ``run:<subject_id>/<run_id>``) is added inside the
+transaction of the record that makes it, with ``add_reference``; adding one requires the
+artifact to be committed (and, for checkpoints, to have the expected sha256).
 """
 
 from __future__ import annotations

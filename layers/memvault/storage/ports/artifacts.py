@@ -46,7 +46,8 @@ class ArtifactRecord:
     committed_at: datetime | None = None
     #: Epoch seconds: the end of the artifact's retention, when it asked for one.
     retain_until: int | None = None
-    #: ``memory:<chain_id>``, ``run:<subject_id>/<run_id>``: the records that keep the artifact alive.
+    #: ``memory:<chain_id>``, ``run:<subject_id>/<run_id>``: the records that keep the
+    #: artifact alive.
     referenced_by: frozenset[str] = field(default_factory=frozenset)
 
 
