@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 import sys
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any, TextIO
 
 from memvault.clock import SystemClock
@@ -349,3 +350,53 @@ def offboard(
 def run_offboard(args: Any) -> int:
     offboard(Settings(), args.tenant, dry_run=args.dry_run, out=sys.stdout, pending_days=args.days)
     return 0
+
+
+# ------------------------------------------------------------------ resume deletions
+
+
+def resume_deletions(services: Any, out: TextIO) -> int:
+    """Run every unfinished deletion job to its end, inline; 0 when each one completed."""
+    jobs = services.purge.unfinished()
+    if not jobs:
+        out.write("no unfinished deletions\n")
+        return 0
+    left = 0
+    for job in jobs:
+        done = services.purge.run(job.tenant_id, job.deletion_id)
+        pending = [c.name for c in done.copies if c.status.value not in ("DONE", "NOT_APPLICABLE")]
+        left += done.status is not DeletionState.COMPLETED
+        out.write(
+            f"{done.deletion_id} ({done.scope.value}, tenant {done.tenant_id}): "
+            f"{job.status.value} -> {done.status.value}"
+            + (f"; copies not done: {', '.join(pending)}" if pending else "")
+            + "\n"
+        )
+    out.write(f"{len(jobs) - left} of {len(jobs)} deletion(s) completed\n")
+    return 1 if left else 0
+
+
+def run_resume(args: Any) -> int:
+    from memvault.wiring import build_services
+    from memvault_local.devkeys import data_home
+    from memvault_local.stack import AlreadyRunning, _local_defaults, _single_instance
+
+    home = data_home()
+    settings = Settings(**{**_local_defaults(home, "http://127.0.0.1"), "purge_launch": "inline"})
+    if not (Path(settings.data_dir or "") / "memvault.db").exists():
+        print(f"no embedded store under {settings.data_dir}: nothing to resume", file=sys.stderr)
+        return 2
+    try:
+        with _single_instance(home):
+            services = build_services(settings)
+            try:
+                return resume_deletions(services, sys.stdout)
+            finally:
+                services.stores.database.close()
+    except AlreadyRunning as running:
+        print(
+            f"the local stack is running ({running}); it resumed unfinished deletions when it "
+            "started: restart it, or stop it and run `memvault resume`",
+            file=sys.stderr,
+        )
+        return 2

@@ -308,6 +308,12 @@ def _parser() -> argparse.ArgumentParser:
     replay.add_argument("--tenant", help="only this tenant's deletions")
     replay.set_defaults(func=_admin("run_restore_replay"))
 
+    commands.add_parser(
+        "resume",
+        help="run every unfinished deletion to its end (with the local stack stopped; it "
+        "does this itself when it starts)",
+    ).set_defaults(func=_admin("run_resume"))
+
     tenant = commands.add_parser("tenant", help="tenant operations")
     tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)
     off = tenant_commands.add_parser(

@@ -39,6 +39,7 @@ from memvault.embeddings import Embedder
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
+from memvault.services.deletion import resume_unfinished
 from memvault.storage.dynamodb.stream_handler import handle
 from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import MEMORY, create_tables, physical_name, table_names
@@ -331,6 +332,9 @@ def _on_embedded_store(home: Path, url: str) -> _Local:
         pump.start()
         local.closers.append(pump.stop)
         _warm_up(services)
+    # A purge that a crash cut short, or a job queued for the worker when the process
+    # died, is finished now: the client already had its 202.
+    resume_unfinished(services.purge, services.memory.purge)
     feed = OutboxFeed(database)
     sweeps: list[Callable[[], int]] = [services.artifacts.sweep_staged]
     sweeps += [_expiry_sweep(sweeper) for sweeper in stores.sweepers]

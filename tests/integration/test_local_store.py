@@ -174,3 +174,42 @@ def test_concurrent_requests_on_threads_each_get_their_own_answer(services: Serv
         deps.use(None)
 
     assert seen == {s: [s] * 5 for s in subjects}
+
+
+class _LostLauncher:
+    """A purge queued for the background worker when the process died: never run."""
+
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
+        return None
+
+
+def test_a_deletion_a_crash_cut_short_is_finished_by_resume(local: Any) -> None:
+    """The fault harness found it: a job whose purge was lost stayed BLOCKED for ever (its
+    client already had the 202), and a forgotten subject's job could never be resumed."""
+    import io
+
+    from memvault.models.memory import DeletionState
+    from memvault.services.deletion import resume_unfinished
+    from memvault_local.admin import resume_deletions
+
+    services, *_ = local
+    kept = services.memory.purge
+    services.memory.purge = _LostLauncher()
+    m = services.memory.write(ctx(), "u-1", a_write(canonical_key=None)).memory
+    deleted = services.memory.delete(ctx(), "u-1", m.memory_id)
+    forgotten = services.memory.forget(ctx("acme", "u-2"), "u-2")
+    services.memory.purge = kept
+    assert {j.deletion_id for j in services.purge.unfinished()} == {
+        deleted.deletion_id,
+        forgotten.deletion_id,
+    }
+
+    resumed = resume_unfinished(services.purge, services.memory.purge)  # what a start does
+
+    assert len(resumed) == 2
+    for job in (deleted, forgotten):
+        done = services.purge.load("acme", job.deletion_id)
+        assert done.status is DeletionState.COMPLETED, done
+    out = io.StringIO()
+    assert resume_deletions(services, out) == 0
+    assert out.getvalue() == "no unfinished deletions\n"

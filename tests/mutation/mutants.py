@@ -531,6 +531,52 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="another subject's run id shows through a 409 on create",
     ),
+    Mutant(
+        id="unfinished-deletions-never-resumed",
+        path="layers/memvault/services/deletion.py",
+        original="    jobs = runner.unfinished(tenant_id)\n",
+        replacement="    jobs: list[DeletionJob] = []\n",
+        kill=(
+            "tests/integration/test_local_store.py"
+            "::test_a_deletion_a_crash_cut_short_is_finished_by_resume",
+            "tests/integration/test_fault_harness.py"
+            "::test_the_fault_harness_holds_over_every_seed[sqlite]",
+        ),
+        description="a purge a crash cut short stays BLOCKED for ever; the data stays on disk",
+    ),
+    Mutant(
+        id="artifact-above-ceiling-deletable",
+        path="layers/memvault/services/artifacts.py",
+        original="            or not ctx.may_read(record.sensitivity, [])\n",
+        replacement="",
+        kill=(
+            "tests/integration/test_artifacts.py"
+            "::test_an_artifact_above_the_callers_ceiling_is_absent_on_every_route[dynamodb]",
+        ),
+        description="a token below an artifact's ceiling replays, commits or deletes it",
+    ),
+    Mutant(
+        id="agent-forgets-what-it-cannot-read",
+        path="layers/memvault/services/memory.py",
+        original="        self._require_reads_all(ctx, subject_id)\n",
+        replacement="",
+        kill=(
+            "tests/integration/test_fact_ownership.py"
+            "::test_an_agent_forgets_a_subject_only_when_it_may_read_every_memory[sqlite]",
+        ),
+        description="an agent below a memory's ceiling forgets the whole subject",
+    ),
+    Mutant(
+        id="session-ended-below-its-ceiling",
+        path="layers/memvault/services/sessions.py",
+        original="        if withheld:\n",
+        replacement="        if False:\n",
+        kill=(
+            "tests/integration/test_session_sensitivity.py"
+            "::test_a_token_below_the_session_may_neither_end_it_nor_replace_its_summary[sqlite]",
+        ),
+        description="a token below a session's messages ends (deletes) it",
+    ),
 )
 
 ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)

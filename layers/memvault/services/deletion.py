@@ -339,6 +339,17 @@ class PurgeRunner:
                     self.sleep(delays[attempt])
         return self.finish(tenant_id, deletion_id)
 
+    def unfinished(self, tenant_id: str | None = None) -> list[DeletionJob]:
+        """Every logged deletion whose job has not reached COMPLETED, oldest first: one a
+        crash interrupted (REQUESTED, BLOCKED, PURGING: its delete committed, its purge did
+        not finish) or whose retries ran out (FAILED)."""
+        jobs = []
+        for entry in self.repo.deletion_log(tenant_id):
+            job = self.repo.job(entry.tenant_id, entry.deletion_id)
+            if job is not None and job.status is not DeletionState.COMPLETED:
+                jobs.append(job)
+        return jobs
+
     def load(self, tenant_id: str, deletion_id: str) -> DeletionJob:
         job = self.repo.job(tenant_id, deletion_id)
         if job is None:
@@ -400,7 +411,8 @@ class PurgeRunner:
             copy,
             CopyState.FAILED,
             self.clock.now(),
-            f"{reason}; retries exhausted, resume the job to try again",
+            f"{reason}; retries exhausted: deleting the memory again, restarting the local "
+            "stack or `memvault resume` runs the job again",
         )
         self.repo.set_job_state(tenant_id, deletion_id, DeletionState.FAILED, self.clock.now())
         metrics.add_metric(name="PurgeFailed", unit="Count", value=1)
@@ -421,6 +433,21 @@ class PurgeRunner:
 
     def _reload(self, tenant_id: str, deletion_id: str) -> DeletionJob:
         return self.load(tenant_id, deletion_id)
+
+
+def resume_unfinished(
+    runner: PurgeRunner, launcher: PurgeLauncher, tenant_id: str | None = None
+) -> list[DeletionJob]:
+    """Launch the purge of every unfinished deletion again (what a process does when it
+    starts: a crash may have cut a purge short, or lost a job queued for the background
+    worker after its client had the 202). Safe at any time: the runner skips the copies
+    already cleared, and a job already running is not started twice."""
+    jobs = runner.unfinished(tenant_id)
+    for job in jobs:
+        launcher.launch(job.tenant_id, job.deletion_id, resume=True)
+    if jobs:
+        logger.info("unfinished deletions resumed", extra={"count": len(jobs)})
+    return jobs
 
 
 class PurgeLauncher(Protocol):
