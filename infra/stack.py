@@ -66,7 +66,8 @@ class MemvaultStack(Stack):
             self,
             "Purge",
             function=functions["purge"],
-            starters=[functions["api"], functions["direct"]],
+            # The sweeper starts the purge of a deletion whose start was lost.
+            starters=[functions["api"], functions["direct"], functions["sweeper"]],
         )
         self.api = Api(
             self,

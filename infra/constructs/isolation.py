@@ -88,6 +88,22 @@ class Isolation(Construct):
                 resources=[bucket.arn_for_objects("*")],
             )
         )
+        # ... and finds deletions whose purge never started: the deletion log (ids only)
+        # and each one's job.
+        sweeper.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="FindUnstartedPurges",
+                actions=["dynamodb:Scan", "dynamodb:Query"],
+                resources=[tables["audit"].table_arn],
+            )
+        )
+        sweeper.add_to_role_policy(
+            iam.PolicyStatement(
+                sid="ReadDeletionJobs",
+                actions=["dynamodb:GetItem"],
+                resources=[tables["deletions"].table_arn],
+            )
+        )
         table_key.grant_decrypt(sweeper)
         health = iam.PolicyStatement(
             actions=["dynamodb:DescribeTable"], resources=[tables["memory"].table_arn]

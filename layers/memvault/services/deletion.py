@@ -436,15 +436,25 @@ class PurgeRunner:
 
 
 def resume_unfinished(
-    runner: PurgeRunner, launcher: PurgeLauncher, tenant_id: str | None = None
+    runner: PurgeRunner,
+    launcher: PurgeLauncher,
+    tenant_id: str | None = None,
+    *,
+    statuses: frozenset[DeletionState] | None = None,
+    resume: bool = True,
 ) -> list[DeletionJob]:
     """Launch the purge of every unfinished deletion again (what a process does when it
     starts: a crash may have cut a purge short, or lost a job queued for the background
     worker after its client had the 202). Safe at any time: the runner skips the copies
-    already cleared, and a job already running is not started twice."""
-    jobs = runner.unfinished(tenant_id)
+    already cleared, and a job already running is not started twice.
+
+    On AWS the scheduled sweeper passes ``statuses={REQUESTED, BLOCKED}`` and
+    ``resume=False``: a job whose execution never started (the start was lost after the
+    delete committed) starts under its own name, and one that did start is refused by
+    Step Functions and left alone."""
+    jobs = [j for j in runner.unfinished(tenant_id) if statuses is None or j.status in statuses]
     for job in jobs:
-        launcher.launch(job.tenant_id, job.deletion_id, resume=True)
+        launcher.launch(job.tenant_id, job.deletion_id, resume=resume)
     if jobs:
         logger.info("unfinished deletions resumed", extra={"count": len(jobs)})
     return jobs
