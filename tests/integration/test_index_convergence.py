@@ -5,7 +5,9 @@ The records are the ones moto's DynamoDB stream produced for a real workload (wr
 corrections, confirmations, deletes, a forget). They are then delivered to the real
 indexer handler in shuffled, duplicated batches, through an index that fails some bulk
 requests, with the event source's retry rule (resume from the lowest failed record).
-Afterwards every chain's document is checked against the memory table itself.
+Afterwards every chain's document is checked against the memory table itself, by an
+oracle that reads the table's rows and applies the documented rules, not the indexer's
+own document builders.
 
 moto keeps the per-item order of stream records but does not reorder them; reordering is
 what this harness adds, since a retried or bisected batch, or a second consumer, can
@@ -17,6 +19,7 @@ from __future__ import annotations
 import random
 import uuid
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import pytest
@@ -26,7 +29,7 @@ from memvault.embeddings.hashing import HashingEmbedder
 from memvault.indexing.indexer import Indexer
 from memvault.models.memory import MemoryPatch
 from memvault.search.backend import OpResult, SearchIndex
-from memvault.search.documents import IndexOp, op_from_item
+from memvault.search.documents import IndexOp
 from memvault.search.embedded import EmbeddedIndex
 from memvault.storage.dynamo import Dynamo, from_item
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
@@ -120,23 +123,73 @@ def _deliver(handler: Any, records: list[dict[str, Any]], rng: random.Random) ->
     return attempts
 
 
-def _expected(rig: RecallRig) -> dict[str, tuple[str, str | None]]:
-    """From the table alone: per chain, ('memory', current id) if recallable-or-candidate,
-    else ('tombstone', None)."""
+#: The life stages in their documented order (README, Recall, 1. Indexing): a chain's
+#: document carries the external version ``memory version * 8 + stage``. Written out
+#: here, not imported, so that the oracle does not share the code it checks.
+STAGE = {
+    name: n
+    for n, name in enumerate(
+        ("candidate", "active", "superseded", "expired", "deleted", "purged", "removed"),
+        start=1,
+    )
+}
+LIVE = ("candidate", "active")
+
+
+@dataclass(frozen=True)
+class Expected:
+    #: The document's external version.
+    version: int
+    #: Fields the document must hold, with their values.
+    body: dict[str, Any]
+
+
+def _expected(rig: RecallRig) -> dict[str, Expected]:
+    """From the memory table's rows and the documented rules alone, never from the code
+    under test: per chain, its current version's document when the chain is live and
+    that version active or a candidate; otherwise an ids-only tombstone at the current
+    version's stage (a purged version's row keeps ids only: its stage is ``purged``)."""
     client = rig.client
     name = table_names(rig.settings)["memory"]
     items = [from_item(i) for i in client.scan(TableName=name)["Items"]]
-    versions = {i["memory_id"]: i for i in items if str(i["sk"]).startswith("MEM#")}
-    expected: dict[str, tuple[str, str | None]] = {}
-    for item in items:
-        if not str(item["sk"]).startswith("CHAIN#"):
+    rows = {i["memory_id"]: i for i in items if str(i["sk"]).startswith("MEM#")}
+    expected: dict[str, Expected] = {}
+    for chain in items:
+        if not str(chain["sk"]).startswith("CHAIN#"):
             continue
-        current = versions.get(item["current_memory_id"])
-        op = op_from_item(current) if current else None
-        live = item["state"] == "live" and op is not None and op.live
-        expected[item["chain_id"]] = (
-            ("memory", item["current_memory_id"]) if live else ("tombstone", None)
-        )
+        tenant_id, subject_id = str(chain["pk"]).split("#", 1)
+        version = int(chain["current_version"])
+        row = rows[chain["current_memory_id"]]
+        if row["type"] == "memory-tombstone":
+            stage = "purged"
+        else:
+            assert row["type"] == "memory" and int(row["version"]) == version, row
+            stage = str(row["status"])
+        ids = {
+            "chain_id": chain["chain_id"],
+            "memory_id": chain["current_memory_id"],
+            "tenant_id": tenant_id,
+            "subject_id": subject_id,
+            "memory_version": version,
+            "status": stage,
+        }
+        if chain["state"] == "live" and stage in LIVE:
+            body = {
+                **ids,
+                "doc_type": "memory",
+                "kind": row["kind"],
+                "canonical_key": row.get("canonical_key"),
+                "content": row["content"],
+                "tags": list(row.get("tags") or []),
+                "sensitivity": row["sensitivity"],
+                "visibility": list(row.get("visibility") or []),
+                "source_type": row["source_type"],
+                "content_hash": row["content_hash"],
+                "model_id": EMBEDDER.model_id,
+            }
+        else:
+            body = {**ids, "doc_type": "tombstone"}
+        expected[chain["chain_id"]] = Expected(version * 8 + STAGE[stage], body)
     return expected
 
 
@@ -158,15 +211,24 @@ def test_the_index_converges_under_duplicates_reordering_and_failures(
     assert index.failures > 0 and attempts > index.failures
     docs = index.documents("acme")
     expected = _expected(rig)
-    assert expected, "the workload left no chains"
-    for chain_id, (kind, memory_id) in expected.items():
+    # Not vacuous: the workload leaves active, candidate and purged chains behind.
+    assert {w.body["status"] for w in expected.values()} >= {"active", "candidate", "purged"}
+    for chain_id, want in expected.items():
         held = docs.get(chain_id)
-        if kind == "memory":
-            assert held is not None, chain_id
-            assert held[1]["doc_type"] == "memory" and held[1]["memory_id"] == memory_id
+        # Every chain was indexed once, so a chain that left life keeps a tombstone: a
+        # missing document is a bug (a late INSERT could bring the memory back).
+        assert held is not None, f"{chain_id}: no document"
+        version, body = held
+        assert version == want.version, (chain_id, version, want)
+        assert {k: body.get(k) for k in want.body} == want.body, chain_id
+        if want.body["doc_type"] == "memory":
+            vector = EMBEDDER.embed([want.body["content"]])[0]
+            assert body["embedding"] == pytest.approx(vector, abs=1e-6), chain_id
         else:
-            assert held is None or held[1]["doc_type"] == "tombstone", chain_id
-    assert set(docs) <= set(expected)
+            # Above every live version the chain ever had, and nothing of the content.
+            assert version > want.body["memory_version"] * 8 + STAGE["active"], chain_id
+            assert "content" not in body and body.get("embedding") is None, chain_id
+    assert set(docs) == set(expected)
 
 
 def test_a_poison_record_is_reported_and_does_not_block_the_rest(

@@ -12,6 +12,7 @@ from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.models.memory import MemoryPatch
 from memvault.search.opensearch import OpenSearchIndex
+from memvault.wiring import table_names
 from memvault_local.admin import AdminError, reindex
 from tests.support.harness import a_write, ctx
 from tests.support.opensearch import opensearch_url
@@ -74,7 +75,19 @@ def test_reindex_builds_the_new_models_index_and_switches_only_when_asked(rig: R
     assert docs[fixed.chain_id][1]["memory_id"] == fixed.memory_id
     assert docs[fixed.chain_id][1]["model_id"] == "sentence-transformers/all-MiniLM-L6-v2"
     assert docs[gone.chain_id][1]["doc_type"] == "tombstone"
-    assert "2 documents written" in out.getvalue() or "documents written" in out.getvalue()
+    assert set(docs) == {fixed.chain_id, gone.chain_id}
+    # Every item of the tenant is scanned; one document per chain is written (the
+    # corrected chain's current version, the deleted chain's tombstone), nothing else.
+    scanned = len(
+        rig.client.scan(
+            TableName=table_names(settings)["memory"],
+            FilterExpression="begins_with(pk, :p)",
+            ExpressionAttributeValues={":p": {"S": "acme#"}},
+        )["Items"]
+    )
+    assert f"{scanned} items scanned, 2 documents written, 0 already current, 0 failed\n" in (
+        out.getvalue()
+    )
 
     assert (
         reindex(
@@ -89,6 +102,10 @@ def test_reindex_builds_the_new_models_index_and_switches_only_when_asked(rig: R
         == 0
     )
     assert rig.index.alias_target() == [new_name]
+    # The second run finds every document current at its external version.
+    assert f"{scanned} items scanned, 0 documents written, 2 already current, 0 failed\n" in (
+        out.getvalue()
+    )
     assert "to roll back" in out.getvalue()
 
 

@@ -3,10 +3,12 @@
 
 from __future__ import annotations
 
+from hashlib import sha256
 from typing import Any
 
 import boto3
 
+from memvault.models.artifact import StartUpload
 from memvault.models.session import AppendMessage
 from memvault.wiring import Services
 from memvault_local.sweeper import SERVICE_IDENTITY, TtlSweeper
@@ -50,24 +52,41 @@ def test_expired_session_items_are_swept_and_their_remove_is_on_the_stream(
     assert all("userIdentity" not in r for r in marked if r["eventName"] == "INSERT")
 
 
-def test_an_item_whose_ttl_moved_on_after_the_scan_is_not_swept(ddb: Any) -> None:
-    """The delete is conditional on the TTL still being past: an item renewed between the
-    sweeper's scan and its delete stays."""
-    key = {"pk": {"S": "acme#u-1#s"}, "sk": {"S": "X"}}
-    ddb.put_item(TableName="test-sessions", Item={**key, "ttl": {"N": "100"}})
-    sweeper = TtlSweeper(ddb, "test-")
-    real_delete = ddb._client.delete_item
+def test_a_receipt_renewed_after_the_scan_is_not_swept(
+    services: Services, ddb: Any, clock: FakeClock
+) -> None:
+    """The delete is conditional on the TTL still being past. An upload receipt past its
+    TTL that DynamoDB has not removed yet is replaced by the next upload under its
+    request id, with a new TTL; when that lands between the sweeper's scan and its
+    delete, the new receipt stays (its upload would otherwise lose its idempotency)."""
+    body = StartUpload(
+        request_id="up-1",
+        media_type="text/plain",
+        size_bytes=5,
+        sha256=sha256(b"hello").hexdigest(),
+    )
+    first, _ = services.artifacts.start(ctx(), "u-1", body)
+    clock.advance(seconds=services.artifacts.settings.staged_upload_seconds + 1)
+    receipt = {"pk": {"S": "acme#u-1"}, "sk": {"S": "REQ#up-1"}}
+    retried: list[Any] = []
 
-    def renew_then_delete(**kwargs: Any) -> Any:
-        ddb._client.update_item(
-            TableName="test-sessions",
-            Key=kwargs["Key"],
-            UpdateExpression="SET #t = :t",
-            ExpressionAttributeNames={"#t": "ttl"},
-            ExpressionAttributeValues={":t": {"N": "999999"}},
-        )
-        return real_delete(**kwargs)
+    class RetryLandsBeforeTheDelete:
+        """The sweeper's client: the upload's retry commits between scan and delete."""
 
-    ddb._client.delete_item = renew_then_delete
-    assert sweeper.sweep(now=200) == 0
-    assert ddb.get_item(TableName="test-sessions", Key=key)["Item"]["ttl"]["N"] == "999999"
+        def __getattr__(self, name: str) -> Any:
+            return getattr(ddb, name)
+
+        def delete_item(self, **kwargs: Any) -> Any:
+            if kwargs["Key"] == receipt and not retried:
+                retried.append(services.artifacts.start(ctx(), "u-1", body))
+            return ddb.delete_item(**kwargs)
+
+    sweeper = TtlSweeper(RetryLandsBeforeTheDelete(), "test-")
+
+    assert sweeper.sweep(now=clock.now().timestamp()) == 0
+    [(again, created)] = retried
+    assert created and again.artifact_id != first.artifact_id  # the old receipt had expired
+    held = ddb.get_item(TableName="test-artifacts", Key=receipt)["Item"]
+    assert held["artifact_id"]["S"] == again.artifact_id
+    replay, created = services.artifacts.start(ctx(), "u-1", body)
+    assert not created and replay.artifact_id == again.artifact_id

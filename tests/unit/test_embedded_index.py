@@ -36,6 +36,12 @@ def deleted(**over: Any) -> IndexOp:
     return op
 
 
+def superseded(**over: Any) -> IndexOp:
+    op = op_from_images("MODIFY", item(status="superseded", **over), item(**over))
+    assert op is not None and not op.live
+    return op
+
+
 def flt(**over: Any) -> SearchFilter:
     base: dict[str, Any] = {
         "tenant_id": "acme",
@@ -139,8 +145,11 @@ def test_writes_and_removals_keep_a_loaded_subject_exact() -> None:
     query = unit(1000)
     index.search(flt(), "", query, 5)  # loads the subject's matrix
     index.apply(ops[20:])
-    index.apply([deleted(memory_id=f"mem_{i}", chain_id=f"chn_{i}") for i in (0, 7, 39)])
-    index.apply([live(unit(500), memory_id="mem_7", chain_id="chn_7", version=4)])
+    index.apply([deleted(memory_id=f"mem_{i}", chain_id=f"chn_{i}") for i in (0, 39)])
+    # A correction of chn_7, delivered in two batches: version 3 superseded (its row
+    # leaves the matrix), then version 4, a new memory id on the same chain, comes back.
+    index.apply([superseded(memory_id="mem_7", chain_id="chn_7")])
+    index.apply([live(unit(500), memory_id="mem_7b", chain_id="chn_7", version=4)])
 
     hits = index.search(flt(), "", query, 100).vector
 
@@ -151,20 +160,44 @@ def test_writes_and_removals_keep_a_loaded_subject_exact() -> None:
     assert [h.score for h in hits] == sorted((h.score for h in hits), reverse=True)
 
 
+class DiskFullOnBody:
+    """The index's connection, out of disk space on the ``nth`` document body written."""
+
+    def __init__(self, conn: sqlite3.Connection, nth: int) -> None:
+        self.conn = conn
+        self.left = nth
+
+    def execute(self, sql: str, *args: Any) -> sqlite3.Cursor:
+        if sql.startswith("INSERT OR REPLACE INTO bodies"):
+            self.left -= 1
+            if self.left == 0:
+                raise sqlite3.OperationalError("database or disk is full")
+        return self.conn.execute(sql, *args)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.conn, name)
+
+
 def test_a_failed_batch_leaves_neither_rows_nor_vectors() -> None:
     index = EmbeddedIndex("t")
     index.apply([live(unit(1), memory_id="mem_0", chain_id="chn_0")])
     index.search(flt(), "", unit(1), 5)  # the matrix is loaded
     good = live(unit(2), memory_id="mem_1", chain_id="chn_1", content="Lin likes tea")
-    # A tombstone without a memory id breaks a NOT NULL column half way through the batch.
-    broken = dataclasses.replace(good, chain_id="chn_2", memory_id=None, document=None)
+    also = live(unit(3), memory_id="mem_2", chain_id="chn_2", content="Lin likes green tea")
+    # The disk fills half way through the batch: the first document is written whole
+    # (row, body, vector in the loaded matrix), the second one's row only.
+    real = index._conn
+    index._conn = DiskFullOnBody(real, 2)  # type: ignore[assignment]
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="disk is full"):
+            index.apply([good, also])
+    finally:
+        index._conn = real
 
-    with pytest.raises(sqlite3.IntegrityError):
-        index.apply([good, broken])
-
-    assert index.get("acme", "chn_1") is None
+    assert index.get("acme", "chn_1") is None and index.get("acme", "chn_2") is None
     found = index.search(flt(), "tea", unit(2), 5)
     assert found.keyword == [] and [h.chain_id for h in found.vector] == ["chn_0"]
+    assert set(index.documents("acme")) == {"chn_0"}
 
 
 def test_other_subjects_documents_never_reach_a_query() -> None:

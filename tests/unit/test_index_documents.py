@@ -36,7 +36,23 @@ def item(**over: Any) -> dict[str, Any]:
     return base | over
 
 
+#: The documented rule (README, Recall, 1. Indexing): external version = memory version
+#: * 8 + life stage, the stages numbered in their order of life. Written out here so that
+#: the expectations below do not come from the code they check.
+STAGE_NUMBER = {
+    "CANDIDATE": 1,
+    "ACTIVE": 2,
+    "SUPERSEDED": 3,
+    "EXPIRED": 4,
+    "DELETED": 5,
+    "PURGED": 6,
+    "REMOVED": 7,
+}
+
+
 def test_every_later_stage_and_every_newer_version_outranks_what_came_before() -> None:
+    assert {s.name: int(s) for s in Stage} == STAGE_NUMBER and STAGES == 8
+    assert [external_version(3, s) for s in Stage] == [3 * 8 + n for n in STAGE_NUMBER.values()]
     order = [external_version(v, s) for v in (1, 2) for s in Stage]
     assert order == sorted(order) and len(set(order)) == len(order)
     assert external_version(2, Stage.CANDIDATE) > external_version(1, Stage.REMOVED)
@@ -46,10 +62,18 @@ def test_every_later_stage_and_every_newer_version_outranks_what_came_before() -
 def test_an_insert_is_a_live_document_with_scope_pairs() -> None:
     op = op_from_images("INSERT", item(), None)
     assert op is not None and op.live and op.doc_id == "chn_1"
-    assert op.version == external_version(3, Stage.ACTIVE)
+    assert op.version == 3 * 8 + STAGE_NUMBER["ACTIVE"]
     body = op.body()
     assert body["doc_type"] == "memory" and body["scope"] == ["workspace=w1"]
     assert body["visible_to_all"] is True and body["sensitivity_rank"] == 1
+    row = item()
+    for name in (
+        "chain_id", "memory_id", "tenant_id", "subject_id", "kind", "status", "content",
+        "tags", "sensitivity", "visibility", "source_type", "valid_from", "expires_at",
+        "created_at", "content_hash",
+    ):  # fmt: skip
+        assert body[name] == row[name], name
+    assert body["memory_version"] == row["version"]
 
 
 @pytest.mark.parametrize(
@@ -80,7 +104,8 @@ def test_leaving_life_writes_an_ids_only_tombstone(
     assert op is not None and op.stage is stage and not op.live
     body = op.body()
     assert body["doc_type"] == "tombstone" and "content" not in body
-    assert op.version == external_version(3, stage)
+    assert op.version == 3 * 8 + STAGE_NUMBER[stage.name]
+    assert body["memory_version"] == 3 and body["status"] == stage.name.lower()
 
 
 def test_bookkeeping_changes_and_other_items_are_not_index_changes() -> None:
