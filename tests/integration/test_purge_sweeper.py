@@ -9,6 +9,7 @@ of the same name as AWS does, which is what keeps the sweeper from starting a jo
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Iterator
 from typing import Any
 
@@ -38,6 +39,10 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
             definition=json.dumps(definition),
             roleArn="arn:aws:iam::123456789012:role/purge",
         )["stateMachineArn"]
+        # Only these settings: an earlier test in the process may have left others (a
+        # local stack points MEMVAULT_DYNAMODB_ENDPOINT at its own moto server).
+        for name in [n for n in os.environ if n.startswith("MEMVAULT_")]:
+            monkeypatch.delenv(name)
         for name, value in {
             "MEMVAULT_TABLE_PREFIX": "test-",
             "MEMVAULT_ARTIFACTS_BUCKET": "test-artifacts",
