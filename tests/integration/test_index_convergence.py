@@ -67,8 +67,10 @@ class FlakyIndex:
         return getattr(self.inner, name)
 
 
-@pytest.fixture
+@pytest.fixture(scope="module")
 def workload() -> Iterator[tuple[RecallRig, list[dict[str, Any]]]]:
+    """Made once for the module: every test only reads the table and delivers copies of
+    the records to an index of its own."""
     with mock_aws():
         rig = make_rig("embedded", EMBEDDER, prefix="cv-")
         records: list[dict[str, Any]] = []
