@@ -534,7 +534,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="unfinished-deletions-never-resumed",
         path="layers/memvault/services/deletion.py",
-        original="    jobs = runner.unfinished(tenant_id)\n",
+        original=(
+            "    jobs = [j for j in runner.unfinished(tenant_id) if statuses is None or j.status "
+            "in statuses]\n"
+        ),
         replacement="    jobs: list[DeletionJob] = []\n",
         kill=(
             "tests/integration/test_local_store.py"
