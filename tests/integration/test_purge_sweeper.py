@@ -17,6 +17,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from memvault.config import get_settings
 from memvault.models.memory import DeletionState
 from memvault.services.deletion import StepFunctionsPurgeLauncher
 from tests.support.harness import a_write, ctx, make_services
@@ -39,10 +40,11 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
             definition=json.dumps(definition),
             roleArn="arn:aws:iam::123456789012:role/purge",
         )["stateMachineArn"]
-        # Only these settings: an earlier test in the process may have left others (a
-        # local stack points MEMVAULT_DYNAMODB_ENDPOINT at its own moto server).
+        # Only these settings, read afresh: the handler's get_settings() is cached for
+        # the process, and an earlier test may have filled the cache or left a variable.
         for name in [n for n in os.environ if n.startswith("MEMVAULT_")]:
             monkeypatch.delenv(name)
+        get_settings.cache_clear()
         for name, value in {
             "MEMVAULT_TABLE_PREFIX": "test-",
             "MEMVAULT_ARTIFACTS_BUCKET": "test-artifacts",
@@ -50,6 +52,7 @@ def machine(monkeypatch: pytest.MonkeyPatch) -> Iterator[tuple[Any, str]]:
         }.items():
             monkeypatch.setenv(name, value)
         yield sfn, arn
+        get_settings.cache_clear()
 
 
 def test_the_sweeper_starts_the_purge_whose_start_was_lost_and_only_that(

@@ -76,13 +76,16 @@ def _phonenumbers() -> Any:
 
 def _has_phone(text: str) -> bool:
     phonenumbers = _phonenumbers()
-
-    for region in _PHONE_REGIONS:
-        matcher = phonenumbers.PhoneNumberMatcher(
-            text, region, leniency=phonenumbers.Leniency.VALID
-        )
-        if matcher.has_next():
-            return True
+    # Under the lock too: libphonenumber loads each region's metadata lazily, on the first
+    # match that needs it, into shared dictionaries; threads matching their first numbers
+    # at once can see a region half loaded. A match costs well under a millisecond.
+    with _PHONENUMBERS_LOCK:
+        for region in _PHONE_REGIONS:
+            matcher = phonenumbers.PhoneNumberMatcher(
+                text, region, leniency=phonenumbers.Leniency.VALID
+            )
+            if matcher.has_next():
+                return True
     return False
 
 
