@@ -79,15 +79,19 @@ class RunService:
 
     # -------------------------------------------------------------- run keys
 
-    def _key(self, tenant_id: str, subject_id: str, run_id: str, now: datetime) -> str:
-        """The run's storage key: under its subject (``run_key``), or its bare id for a run
-        kept before ids were scoped by subject, when that run is this subject's."""
+    def _key(
+        self, tenant_id: str, subject_id: str, run_id: str, now: datetime
+    ) -> tuple[str, StoredRun | None]:
+        """The run's storage key and its current head, read once: under its subject
+        (``run_key``), or its bare id for a run kept before ids were scoped by subject,
+        when that run is this subject's."""
         key = run_key(subject_id, run_id)
-        if self.store.head(tenant_id, key, now=now) is None:
+        head = self.store.head(tenant_id, key, now=now)
+        if head is None:
             legacy = self.store.head(tenant_id, run_id, now=now)
             if legacy is not None and legacy.checkpoint.subject_id == subject_id:
-                return run_id
-        return key
+                return run_id, legacy
+        return key, head
 
     @staticmethod
     def _subject(ctx: AccessContext, subject_id: str | None) -> str:
@@ -131,7 +135,7 @@ class RunService:
             created_at=now,
             updated_at=now,
         )
-        key = self._key(ctx.tenant_id, body.subject_id, run_id, now)
+        key, _ = self._key(ctx.tenant_id, body.subject_id, run_id, now)
         try:
             self.store.create(ctx.tenant_id, _keyed(checkpoint, key), fingerprint)
         except ConditionFailed:
@@ -172,8 +176,7 @@ class RunService:
         """The run's storage key and current checkpoint (with its public id)."""
         subject = self._subject(ctx, subject_id)
         now = self.clock.now()
-        key = self._key(ctx.tenant_id, subject, run_id, now)
-        stored = self.store.head(ctx.tenant_id, key, now=now)
+        key, stored = self._key(ctx.tenant_id, subject, run_id, now)
         # Another subject's run is answered as absent, so that its existence stays private.
         if stored is None or not _visible(ctx, stored.checkpoint):
             raise NotFound(_NOT_FOUND, {"run_id": run_id})
