@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import secrets
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Protocol
 
 
@@ -30,6 +30,23 @@ class RandomIds:
 def iso(ts: datetime) -> str:
     """ISO 8601 in UTC with milliseconds and a ``Z``: sorts as text in time order."""
     return ts.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{ts.microsecond // 1000:03d}Z"
+
+
+def covered_by(ts: datetime, cutoff: datetime | None) -> bool:
+    """Whether ``ts`` is at or before ``cutoff`` at the millisecond that stored times
+    keep (as the stores compare them, in text): what a forget at ``cutoff`` covers."""
+    return cutoff is not None and iso(ts) <= iso(cutoff)
+
+
+def made_after_forget(now: datetime, forgotten: datetime | None) -> datetime:
+    """The creation time to record for something made now, when its subject was last
+    forgotten at ``forgotten``: ``now``, unless a forget in the same millisecond (or on a
+    clock ahead of this one) would cover it; then the millisecond after the forget. What
+    is made after the caller saw a forget is never that forget's."""
+    if covered_by(now, forgotten):
+        assert forgotten is not None
+        return parse_iso(iso(forgotten)) + timedelta(milliseconds=1)
+    return now
 
 
 def parse_iso(text: str) -> datetime:

@@ -128,8 +128,8 @@ def build_services(
         default_steps(repo, clock, artifacts, search, sessions=stores.sessions, runs=stores.runs),
     )
     memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
-    sessions = SessionService(stores.sessions, settings, clock)
-    runs = RunService(stores.runs, settings, clock)
+    sessions = SessionService(stores.sessions, settings, clock, repo)
+    runs = RunService(stores.runs, settings, clock, repo)
     recall = RecallService(repo, search, embedder, settings, clock)
     context = ContextAssembler(
         memory,

@@ -269,7 +269,11 @@ def restore_replay(
 def _retire_at_least(repo: DynamoMemoryStore, job: DeletionJob) -> None:
     """The restored subject epoch must be past the one the forget retired."""
     repo.raise_epoch(
-        job.tenant_id, job.subject_id, int(job.target.removeprefix("epoch:")), job.deletion_id
+        job.tenant_id,
+        job.subject_id,
+        int(job.target.removeprefix("epoch:")),
+        job.deletion_id,
+        job.requested_at,
     )
 
 

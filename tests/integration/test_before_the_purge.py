@@ -17,9 +17,12 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import NotFound
+from memvault.errors import IdempotencyKeyReused, NotFound, SessionExpired
+from memvault.models.artifact import StartUpload
 from memvault.models.memory import CopyState, DeletionState, Memory, MemoryPatch
 from memvault.models.recall import RecallRequest
+from memvault.models.run import Advance, CreateRun, RunStatus
+from memvault.models.session import AppendMessage, Role
 from memvault.search.backend import SearchFilter
 from memvault.services.deletion import PurgeRunner
 from tests.support.harness import a_write, ctx
@@ -218,3 +221,97 @@ def test_when_only_the_index_step_fails_the_live_document_left_behind_is_never_s
     query = "where is Lin's spare house key"
     assert v1.chain_id in indexed_hits(rig, query)
     assert served_anywhere(rig, [v1, v2], query) == []
+
+
+def test_a_forgotten_subjects_sessions_runs_and_artifacts_are_gone_at_once_and_the_purge_keeps_what_came_after(  # noqa: E501
+    rig: RecallRig, launcher: RecordingLauncher
+) -> None:
+    """A forget covers the subject's sessions, runs and artifacts the moment it is
+    acknowledged, not when its purge runs: each is then absent on every route, and its
+    id stays taken until the purge. The purge, whenever it runs, removes only what the
+    forget covered: what the subject began after it (here in the very same instant, as
+    the clock does not move) is another life of theirs and stays."""
+    services = rig.services
+    me = ctx()
+
+    def say(text: str) -> AppendMessage:
+        return AppendMessage(request_id=uuid.uuid4().hex, role=Role.USER, content=text)
+
+    def upload(request_id: str) -> str:
+        body = StartUpload(
+            request_id=request_id, media_type="text/plain", size_bytes=4, sha256="ab" * 32
+        )
+        return str(services.artifacts.start(me, "u-1", body)[0].artifact_id)
+
+    services.sessions.append(me, "u-1", "s-1", say("book the flight"))
+    services.runs.create(me, "r-1", CreateRun(subject_id="u-1", plan_version="p1"))
+    old_artifact = upload("up-1")
+
+    job = services.memory.forget(me, "u-1")
+    assert launcher.launched == [job.deletion_id]
+
+    with pytest.raises(NotFound):
+        services.sessions.read(me, "u-1", "s-1")
+    with pytest.raises(NotFound):
+        services.sessions.end(me, "u-1", "s-1")
+    with pytest.raises(SessionExpired):
+        services.sessions.append(me, "u-1", "s-1", say("and a hotel"))
+    with pytest.raises(NotFound):
+        services.runs.get(me, "r-1")
+    with pytest.raises(NotFound):
+        services.runs.advance(
+            me, "r-1", Advance(expected_version=1, status=RunStatus.RUNNING, step="go")
+        )
+    with pytest.raises(IdempotencyKeyReused):  # the id is taken until the purge
+        services.runs.create(me, "r-1", CreateRun(subject_id="u-1", plan_version="p1"))
+    with pytest.raises(NotFound):
+        services.artifacts.get(me, "u-1", old_artifact)
+    with pytest.raises(NotFound):  # nor does its upload's request id bring it back
+        upload("up-1")
+
+    # After the forget, in the same instant: the subject's new life.
+    services.sessions.append(me, "u-1", "s-2", say("a new trip"))
+    services.runs.create(me, "r-2", CreateRun(subject_id="u-1", plan_version="p1"))
+    new_artifact = upload("up-2")
+
+    done = services.purge.run("acme", job.deletion_id)
+    assert done.status is DeletionState.COMPLETED
+
+    assert services.sessions.read(me, "u-1", "s-2").message_count == 1
+    assert services.runs.get(me, "r-2").version == 1
+    assert services.artifacts.get(me, "u-1", new_artifact).artifact_id == new_artifact
+    # The purge freed the forgotten ids: they start afresh.
+    again, created = services.sessions.append(me, "u-1", "s-1", say("hello again"))
+    assert created and again.message_count == 1
+    assert services.runs.create(me, "r-1", CreateRun(subject_id="u-1", plan_version="p1"))[1]
+    with pytest.raises(NotFound):
+        services.artifacts.get(me, "u-1", old_artifact)
+
+
+def test_a_second_forget_in_the_same_instant_covers_what_came_between(
+    rig: RecallRig, launcher: RecordingLauncher
+) -> None:
+    """What is begun after a forget is stamped past it, and a later forget is stamped
+    past the one before: so a second forget covers what came between the two even when
+    the clock has not moved (or a clock is behind another)."""
+    services = rig.services
+    me = ctx()
+    first = services.memory.forget(me, "u-1")
+    services.sessions.append(
+        me, "u-1", "s-1", AppendMessage(request_id="m-1", role=Role.USER, content="hi")
+    )
+    services.runs.create(me, "r-1", CreateRun(subject_id="u-1", plan_version="p1"))
+    assert services.sessions.read(me, "u-1", "s-1").message_count == 1
+
+    second = services.memory.forget(me, "u-1")
+
+    assert second.requested_at > first.requested_at
+    with pytest.raises(NotFound):
+        services.sessions.read(me, "u-1", "s-1")
+    with pytest.raises(NotFound):
+        services.runs.get(me, "r-1")
+    for job in (first, second):
+        services.purge.run("acme", job.deletion_id)
+    with pytest.raises(NotFound):
+        services.sessions.read(me, "u-1", "s-1")
+    assert services.runs.create(me, "r-1", CreateRun(subject_id="u-1", plan_version="p1"))[1]

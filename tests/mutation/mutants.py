@@ -46,6 +46,10 @@ CONCURRENCY = "tests/integration/test_concurrency.py"
 SQLITE_MEMORY = "layers/memvault/storage/sqlite/memory.py"
 OWNERSHIP = "tests/integration/test_fact_ownership.py"
 SESSION_LIMITS = "tests/integration/test_session_sensitivity.py"
+FORGET_WINDOW = (
+    "test_a_forgotten_subjects_sessions_runs_and_artifacts_are_gone_at_once_and_the_purge_"
+    "keeps_what_came_after"
+)
 
 #: The embedded store guards the same invariants with SQL inside one transaction; each of
 #: its conditions has a mutant too, killed by the SQLite variants of the same tests.
@@ -579,6 +583,79 @@ MUTANTS: tuple[Mutant, ...] = (
             "::test_a_token_below_the_session_may_neither_end_it_nor_replace_its_summary[sqlite]",
         ),
         description="a token below a session's messages ends (deletes) it",
+    ),
+    Mutant(
+        id="forgotten-session-read-before-its-purge",
+        path="layers/memvault/services/sessions.py",
+        original="        if found is None or self._forgotten(found.head):\n"
+        '            raise NotFound(_NOT_FOUND, {"session_id": session_id})\n',
+        replacement="        if found is None:\n"
+        '            raise NotFound(_NOT_FOUND, {"session_id": session_id})\n',
+        kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]", f"{WINDOW}::{FORGET_WINDOW}[dynamodb]"),
+        description="a forgotten subject's session is served until the purge runs",
+    ),
+    Mutant(
+        id="forgotten-run-read-before-its-purge",
+        path="layers/memvault/services/runs.py",
+        original="        if head is not None and covered_by(\n",
+        replacement="        if False and covered_by(\n",
+        kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]", f"{WINDOW}::{FORGET_WINDOW}[dynamodb]"),
+        description="a forgotten subject's run state is served until the purge runs",
+    ),
+    Mutant(
+        id="forgotten-artifact-read-before-its-purge",
+        path="layers/memvault/services/artifacts.py",
+        original="            or covered_by(record.created_at, "
+        "self.jobs.forgotten_at(ctx.tenant_id, subject_id))\n",
+        replacement="",
+        kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]", f"{WINDOW}::{FORGET_WINDOW}[dynamodb]"),
+        description="a forgotten subject's artifact (and a download URL) is served until "
+        "the purge runs",
+    ),
+    Mutant(
+        id="run-made-after-a-forget-stamped-inside-it",
+        path="layers/memvault/services/runs.py",
+        original="        now = made_after_forget(\n"
+        "            self.clock.now(), self.forgets.forgotten_at(ctx.tenant_id, body.subject_id)\n"
+        "        )\n",
+        replacement="        now = self.clock.now()\n",
+        kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]",),
+        description="a run created right after a forget counts as the forget's and is lost",
+    ),
+    Mutant(
+        id="forget-stamped-before-what-came-after-the-last",
+        path="layers/memvault/services/memory.py",
+        original="            at = made_after_forget(\n"
+        "                self.clock.now(), self.repo.forgotten_at(ctx.tenant_id, subject_id)\n"
+        "            )\n",
+        replacement="            at = self.clock.now()\n",
+        kill=(
+            f"{WINDOW}::test_a_second_forget_in_the_same_instant_covers_what_came_between[sqlite]",
+        ),
+        description="a second forget misses what was begun after the first",
+    ),
+    Mutant(
+        id="sqlite-purge-takes-sessions-begun-after-the-forget",
+        path="layers/memvault/storage/sqlite/sessions.py",
+        original='    "AND created_at > ?"\n',
+        replacement='    "AND created_at > ? AND 0"\n',
+        kill=(
+            f"{SESSIONS_PORT}::test_a_forget_takes_the_sessions_begun_by_its_time_whole_and_"
+            "leaves_later_ones[sqlite]",
+            f"{WINDOW}::{FORGET_WINDOW}[sqlite]",
+        ),
+        description="a forget's purge deletes sessions the subject began after it",
+    ),
+    Mutant(
+        id="sqlite-reference-to-a-forgotten-artifact",
+        path="layers/memvault/storage/sqlite/artifacts.py",
+        original='    if made_after is not None and row["created_at"] <= iso(made_after):',
+        replacement="    if False:",
+        kill=(
+            "tests/storage/test_artifacts_port.py"
+            "::test_a_reference_to_an_artifact_made_by_the_last_forget_is_refused[sqlite]",
+        ),
+        description="a memory or run written after a forget names an artifact of the forget's",
     ),
 )
 

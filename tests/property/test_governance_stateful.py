@@ -338,8 +338,13 @@ class Governance(RuleBasedStateMachine):
         self.run_keys: list[tuple[str, str, str]] = []
         self.deferred: DeferredPurge | None = None
         #: What the queued purges will do, in order: release a deleted chain's artifacts,
-        #: or clear a forgotten subject's sessions, runs and artifacts.
+        #: or remove a forgotten subject's sessions, runs and artifacts (unreadable from
+        #: the forget on: the model drops them at once).
         self.purges: list[tuple[str, str, str, Chain | None]] = []
+        #: Session and run keys a forget covered whose purge has not run: the id stays
+        #: taken until then (an append answers 410, a create 409).
+        self.forgotten_sessions: set[tuple[str, str, str]] = set()
+        self.forgotten_runs: set[tuple[str, str, str]] = set()
 
     def teardown(self) -> None:
         deps.use(None)
@@ -365,32 +370,17 @@ class Governance(RuleBasedStateMachine):
             self.services.purge.run(tenant, deletion_id)
         self.deferred.queued.clear()
         done, self.purges = self.purges, []
-        for kind, tenant, subject, chain in done:
+        for kind, _, _, chain in done:
             if kind == "memory":
                 assert chain is not None
                 self.release(chain)
-            else:
-                self.clear_subject(tenant, subject)
+        # Every queued purge ran: the ids the forgets held are free again, and what the
+        # subject made after a forget survived its purge.
+        self.forgotten_sessions.clear()
+        self.forgotten_runs.clear()
         for kind, tenant, subject, _ in done:
             if kind == "subject":
                 self.audit_forgotten(tenant, subject)
-
-    def settling(self, tenant: str, subject: str) -> bool:
-        """Whether a forget of the pair still waits for its purge. Rules and probes about
-        the pair's sessions, runs and artifacts leave it alone until the purge has run."""
-        # KNOWN HOLE: between an acknowledged forget (202) and its purge, the subject's
-        # sessions, run state and artifacts (with fresh download URLs) are still served:
-        # only memory reads check the retired subject epoch. And the purge, whenever it
-        # runs, clears every session, run and artifact the subject has *then*, those made
-        # after the forget included (SessionsStep, RunsStep and ArtifactsStep in
-        # services/deletion.py call forget_subject without a cut-off), so a memory written
-        # after the forget keeps an artifact_id whose artifact is gone. Until reads check
-        # the epoch and the purge is bounded to what the forget covered, this exact case
-        # (a pair with a pending forget purge, deferred-purge examples only) is left out.
-        pending = any(k == "subject" and (t, s) == (tenant, subject) for k, t, s, _ in self.purges)
-        if pending:
-            STATS["excluded:forget_purge_pending"] += 1
-        return pending
 
     # ------------------------------------------------------------------ helpers
 
@@ -542,7 +532,7 @@ class Governance(RuleBasedStateMachine):
             request_id = self.write_log[reuse % len(self.write_log)].body["request_id"]
         body = self.memory_body(n, request_id, key, level, visibility, ttl, source, content)
         body["consent"] = consent
-        if attach is not None and self.artifact_ids and not self.settling(who.tenant, subject):
+        if attach is not None and self.artifact_ids:
             body["artifact_id"] = self.artifact_ids[attach % len(self.artifact_ids)]
         answer = self.http("POST", f"/v1/subjects/{subject}/memories", who, body)
         self.judge_write(who, subject, body, answer)
@@ -954,18 +944,23 @@ class Governance(RuleBasedStateMachine):
         self.expect(answer, 202, what)
         for chain in self.pair_chains(who.tenant, subject):
             chain.deleted = True  # at once, whenever the purge runs
+        # Sessions, runs and artifacts too are gone at once, whenever the purge runs; the
+        # purge takes only what the forget covered.
+        self.clear_subject(who.tenant, subject, pending=self.deferred is not None)
         if self.deferred is not None:
             self.purges.append(("subject", who.tenant, subject, None))
-            return None
-        self.clear_subject(who.tenant, subject)
         self.audit_forgotten(who.tenant, subject)
         return None
 
-    def clear_subject(self, tenant: str, subject: str) -> None:
+    def clear_subject(self, tenant: str, subject: str, *, pending: bool) -> None:
         for key in [k for k in self.sessions if k[:2] == (tenant, subject)]:
             del self.sessions[key]
+            if pending:
+                self.forgotten_sessions.add(key)
         for key in [k for k in self.runs if k[:2] == (tenant, subject)]:
             del self.runs[key]
+            if pending:
+                self.forgotten_runs.add(key)
         for art in self.artifacts.values():
             if (art.tenant, art.subject) == (tenant, subject):
                 art.gone = True
@@ -1193,8 +1188,6 @@ class Governance(RuleBasedStateMachine):
     ) -> None:
         subject = about or who.subject
         self.step("append", who.tenant, subject)
-        if self.settling(who.tenant, subject):
-            return None
         key = (who.tenant, subject, session)
         model = self.sessions.get(key)
         n = self.next()
@@ -1216,6 +1209,8 @@ class Governance(RuleBasedStateMachine):
         if pii and not consent:
             return self.expect(answer, 422, what, "consent_required")
         now = self.now()
+        if key in self.forgotten_sessions:
+            return self.expect(answer, 410, f"{what} (forgotten, purge pending)", "session_expired")
         if model is not None and request_id in model.receipts:
             if model.receipts[request_id] != (role, text):
                 return self.expect(answer, 409, what, "idempotency_key_reused")
@@ -1271,8 +1266,6 @@ class Governance(RuleBasedStateMachine):
             tenant, subject, session = self.session_keys[-1 - pick % len(self.session_keys)]
             who = self.holder(who, aim, tenant, subject)
         self.step("read_session", who.tenant, subject)
-        if self.settling(who.tenant, subject):
-            return
         self.judge_read_session(who, subject, session)
 
     def judge_read_session(self, who: Caller, subject: str, session: str) -> None:
@@ -1299,8 +1292,6 @@ class Governance(RuleBasedStateMachine):
         """Run ids are scoped by subject: the same id is each subject's own run."""
         subject = about or who.subject
         self.step("create_run", who.tenant, subject)
-        if self.settling(who.tenant, subject):
-            return None
         answer = self.http(
             "PUT", f"/v1/runs/{run_id}", who, {"subject_id": subject, "plan_version": plan}
         )
@@ -1308,6 +1299,10 @@ class Governance(RuleBasedStateMachine):
         if not who.has("runs:write") or not who.acts_for(subject):
             return self.expect(answer, 403, what, "forbidden")
         run = self.runs.get((who.tenant, subject, run_id))
+        if (who.tenant, subject, run_id) in self.forgotten_runs:
+            return self.expect(
+                answer, 409, f"{what} (forgotten, purge pending)", "idempotency_key_reused"
+            )
         if run is None:
             self.expect(answer, 201, what)
             self.runs[(who.tenant, subject, run_id)] = RunModel(subject, plan)
@@ -1354,8 +1349,6 @@ class Governance(RuleBasedStateMachine):
     ) -> None:
         who, subject, query = self.aimed_run(who, run_id, about, aim)
         self.step("advance_run", who.tenant, subject)
-        if self.settling(who.tenant, subject):
-            return None
         run = self.runs.get((who.tenant, subject, run_id))
         version = (run.version if run else 1) + (1 if stale else 0)
         answer = self.http(
@@ -1397,8 +1390,6 @@ class Governance(RuleBasedStateMachine):
     def put_artifact(self, who: Caller, about: str | None, level: Sensitivity) -> None:
         subject = about or who.subject
         self.step("put_artifact", who.tenant, subject)
-        if self.settling(who.tenant, subject):
-            return None
         n = self.next()
         data = f"artifact {letters(n)}".encode()
         body = {
@@ -1443,8 +1434,6 @@ class Governance(RuleBasedStateMachine):
     def get_artifact(self, pick: int, who: Caller, aim: str) -> None:
         art, who = self.aimed_artifact(pick, who, aim)
         self.step("get_artifact", who.tenant, art.subject)
-        if self.settling(who.tenant, art.subject):
-            return
         self.judge_get_artifact(who, art)
 
     def judge_get_artifact(self, who: Caller, art: ArtifactModel) -> None:
@@ -1470,8 +1459,6 @@ class Governance(RuleBasedStateMachine):
     def delete_artifact(self, pick: int, who: Caller, aim: str) -> None:
         art, who = self.aimed_artifact(pick, who, aim)
         self.step("delete_artifact", who.tenant, art.subject)
-        if self.settling(who.tenant, art.subject):
-            return None
         may = who.has("artifacts:write") or who.has("memory:delete")
         answer = self.http("DELETE", f"/v1/subjects/{art.subject}/artifacts/{art.artifact_id}", who)
         what = f"delete artifact {art.artifact_id} by {who.tenant}/{who.subject}"
@@ -1511,8 +1498,6 @@ class Governance(RuleBasedStateMachine):
         mine = [m for m in self.memory_ids if self.by_memory[m].pair == here]
         if mine:
             self.judge_get(probe, mine[-1 - k % min(len(mine), 3)])
-        if self.settling(tenant, subject):
-            return
         arts = [a for a in self.artifacts.values() if (a.tenant, a.subject) == (tenant, subject)]
         if arts:
             self.judge_get_artifact(probe, arts[-1 - k % min(len(arts), 2)])
@@ -1558,13 +1543,12 @@ class Governance(RuleBasedStateMachine):
                 attacks.append(
                     ("a write over an unreadable fact", low, "POST", memories, body, 409)
                 )
-        if not self.settling(tenant, subject):
-            for art in self.artifacts.values():
-                here = (art.tenant, art.subject) == (tenant, subject)
-                if here and not art.gone and art.sensitivity is Sensitivity.PII:
-                    low = Caller(tenant, subject, Sensitivity.INTERNAL, None, FULL)
-                    path = f"/v1/subjects/{subject}/artifacts/{art.artifact_id}"
-                    attacks.append(("a delete above the ceiling", low, "DELETE", path, None, 404))
+        for art in self.artifacts.values():
+            here = (art.tenant, art.subject) == (tenant, subject)
+            if here and not art.gone and art.sensitivity is Sensitivity.PII:
+                low = Caller(tenant, subject, Sensitivity.INTERNAL, None, FULL)
+                path = f"/v1/subjects/{subject}/artifacts/{art.artifact_id}"
+                attacks.append(("a delete above the ceiling", low, "DELETE", path, None, 404))
         if not attacks:
             return
         what, who, method, path, body, status = attacks[STATS["steps"] % len(attacks)]

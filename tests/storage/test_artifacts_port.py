@@ -49,7 +49,7 @@ class Rig:
     store: ArtifactStore
     #: Runs the adapter's module-level ``add_reference`` inside a transaction of the
     #: adapter's own kind, next to another write that fails when ``fail_with_it``.
-    add_in_transaction: Callable[[str, str, str, str, str | None, bool], bool]
+    add_in_transaction: Callable[..., bool]
 
 
 def _dynamo_rig() -> Rig:
@@ -59,11 +59,17 @@ def _dynamo_rig() -> Rig:
     db = Dynamo(client, names)
 
     def add_in_transaction(
-        tenant: str, subject: str, artifact_id: str, ref: str, sha256: str | None, fail: bool
+        tenant: str,
+        subject: str,
+        artifact_id: str,
+        ref: str,
+        sha256: str | None,
+        fail: bool,
+        made_after: datetime | None = None,
     ) -> bool:
         items = [
             dynamo_artifacts.add_reference(
-                names["artifacts"], tenant, subject, artifact_id, ref, sha256
+                names["artifacts"], tenant, subject, artifact_id, ref, sha256, made_after
             ),
             {  # the caller's own write: a record that must not exist yet
                 "Put": {
@@ -91,12 +97,18 @@ def _sqlite_rig(path: Path) -> tuple[Rig, Database]:
         pass
 
     def add_in_transaction(
-        tenant: str, subject: str, artifact_id: str, ref: str, sha256: str | None, fail: bool
+        tenant: str,
+        subject: str,
+        artifact_id: str,
+        ref: str,
+        sha256: str | None,
+        fail: bool,
+        made_after: datetime | None = None,
     ) -> bool:
         try:
             with db.write() as conn:
                 if not sqlite_artifacts.add_reference(
-                    conn, tenant, subject, artifact_id, ref, sha256
+                    conn, tenant, subject, artifact_id, ref, sha256, made_after
                 ):
                     raise CallerFailed
                 if fail:
@@ -229,7 +241,7 @@ def test_another_tenant_or_subject_never_sees_a_row(rig: Rig) -> None:
             Conflict.ABSENT
         }
         assert not rig.store.release(tenant, subject, "art_1", "memory:c1")
-        assert rig.store.forget_subject(tenant, subject) == []
+        assert rig.store.forget_subject(tenant, subject, NOW) == []
     kept = rig.store.artifact("acme", "u-1", "art_1")
     assert kept is not None and kept.state is ArtifactState.COMMITTED
     assert kept.referenced_by == {"memory:c1"}
@@ -421,7 +433,7 @@ def test_forgetting_a_subject_deletes_every_artifact_of_theirs_referenced_or_not
     rig.store.mark_deleted("acme", "u-1", "art_3")
     committed(rig, "art_9", subject="u-2")
 
-    assert sorted(rig.store.forget_subject("acme", "u-1")) == ["art_1", "art_2", "art_3"]
+    assert sorted(rig.store.forget_subject("acme", "u-1", NOW)) == ["art_1", "art_2", "art_3"]
 
     for artifact_id in ("art_1", "art_2", "art_3"):
         found = rig.store.artifact("acme", "u-1", artifact_id)
@@ -430,10 +442,52 @@ def test_forgetting_a_subject_deletes_every_artifact_of_theirs_referenced_or_not
     assert rig.store.receipt("acme", "u-1", "req-2", NOW) is None
     assert state(rig, "art_9", subject="u-2") is ArtifactState.COMMITTED
     # A retry finds the same rows (their objects may not be gone yet) and changes nothing.
-    assert sorted(rig.store.forget_subject("acme", "u-1")) == ["art_1", "art_2", "art_3"]
+    assert sorted(rig.store.forget_subject("acme", "u-1", NOW)) == ["art_1", "art_2", "art_3"]
     for artifact_id in ("art_1", "art_2", "art_3"):
         assert rig.store.remove("acme", "u-1", artifact_id)
-    assert rig.store.forget_subject("acme", "u-1") == []
+    assert rig.store.forget_subject("acme", "u-1", NOW) == []
+
+
+def test_a_forget_leaves_the_artifacts_made_after_it_with_their_receipts_and_references(
+    rig: Rig,
+) -> None:
+    """A forget covers what the subject had by its time; an upload after it is another
+    life of the subject, and its purge (whenever it runs) must not take it."""
+    committed(rig, "art_1")
+    rig.store.add_reference("acme", "u-1", "art_1", "memory:c1")
+    after = NOW + timedelta(milliseconds=1)
+    later = committed(rig, "art_2", request_id="req-2", created_at=after)
+    rig.store.add_reference("acme", "u-1", "art_2", "memory:c2")
+    stage(rig, "art_3", request_id="req-3", created_at=after)
+
+    assert rig.store.forget_subject("acme", "u-1", NOW) == ["art_1"]
+
+    assert state(rig, "art_1") is ArtifactState.DELETED
+    assert rig.store.receipt("acme", "u-1", "req-art_1", NOW) is None
+    kept = rig.store.artifact("acme", "u-1", "art_2")
+    assert kept is not None and kept.state is ArtifactState.COMMITTED
+    assert kept.referenced_by == {"memory:c2"} and kept.sha256 == later.sha256
+    assert state(rig, "art_3") is ArtifactState.STAGED
+    for request_id, artifact_id in (("req-2", "art_2"), ("req-3", "art_3")):
+        found = rig.store.receipt("acme", "u-1", request_id, NOW)
+        assert found is not None and found.artifact_id == artifact_id
+    # A later forget covers them too.
+    assert rig.store.forget_subject("acme", "u-1", after) == ["art_1", "art_2", "art_3"]
+
+
+def test_a_reference_to_an_artifact_made_by_the_last_forget_is_refused(rig: Rig) -> None:
+    """A version or checkpoint written after a forget may not name an artifact of the
+    forget's (made at or before it): the reference's condition checks the making time."""
+    committed(rig, "art_1")
+    committed(rig, "art_2", request_id="req-2", created_at=NOW + timedelta(milliseconds=1))
+    assert not rig.add_in_transaction("acme", "u-1", "art_1", "memory:c1", None, False, NOW)
+    assert rig.add_in_transaction("acme", "u-1", "art_2", "memory:c2", None, False, NOW)
+    first, second = (
+        rig.store.artifact("acme", "u-1", "art_1"),
+        rig.store.artifact("acme", "u-1", "art_2"),
+    )
+    assert first is not None and first.referenced_by == frozenset()
+    assert second is not None and second.referenced_by == {"memory:c2"}
 
 
 # ----------------------------------------------------------------------------- concurrency
@@ -545,7 +599,7 @@ def test_a_removed_artifact_takes_its_references_with_it(tmp_path: Path) -> None
     made, db = _sqlite_rig(tmp_path / "memvault.db")
     committed(made)
     made.store.add_reference("acme", "u-1", "art_1", "memory:c1")
-    made.store.forget_subject("acme", "u-1")
+    made.store.forget_subject("acme", "u-1", NOW)
     assert made.store.remove("acme", "u-1", "art_1")
     with db.read() as conn:
         assert conn.execute("SELECT COUNT(*) FROM artifact_refs").fetchone()[0] == 0

@@ -227,6 +227,7 @@ def test_a_write_from_a_retired_epoch_is_refused(store: MemoryRecords) -> None:
 
     assert Conflict.EPOCH in failed.value
     assert store.subject_epoch(T, S) == 1
+    assert store.forgotten_at(T, S) == NOW  # the job's requested_at
     assert store.version(T, S, m.memory_id) is None
     with pytest.raises(ConditionFailed) as again:
         store.retire_subject_epoch(T, S, 0, a_job("epoch:0", DeletionScope.SUBJECT), audit(), NOW)
@@ -305,10 +306,13 @@ def test_a_purged_version_keeps_ids_only(store: MemoryRecords) -> None:
 
 
 def test_raise_epoch_only_moves_forward(store: MemoryRecords) -> None:
-    store.raise_epoch(T, S, 2, "del_1")
+    assert store.forgotten_at(T, S) is None
+    store.raise_epoch(T, S, 2, "del_1", NOW)
     assert store.subject_epoch(T, S) == 3
-    store.raise_epoch(T, S, 1, "del_2")
+    assert store.forgotten_at(T, S) == NOW  # restored reads cover what that forget did
+    store.raise_epoch(T, S, 1, "del_2", NOW + timedelta(days=1))
     assert store.subject_epoch(T, S) == 3
+    assert store.forgotten_at(T, S) == NOW
 
 
 # ---------------------------------------------------------------------- reads

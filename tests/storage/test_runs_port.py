@@ -26,6 +26,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
+from memvault.clock import iso
 from memvault.models.run import ArtifactRef, Checkpoint, Operation, OperationStatus, RunStatus
 from memvault.storage.dynamo import Dynamo, from_item, key, to_item
 from memvault.storage.dynamodb.runs import DynamoRunStore
@@ -35,6 +36,7 @@ from memvault.storage.ports.runs import (
     ArtifactsNotCommitted,
     EventReceipt,
     RunStore,
+    run_reference,
 )
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.runs import SqliteRunStore
@@ -55,8 +57,9 @@ PREFIX = "port-"
 class Backend:
     name: str
     store: RunStore
-    #: Make an artifact COMMITTED for (tenant, subject) with a digest.
-    commit_artifact: Callable[[str, str, str, str], None]
+    #: Make an artifact COMMITTED for (tenant, subject) with a digest (made at ``NOW``,
+    #: or at the ``created_at`` given).
+    commit_artifact: Callable[..., None]
     #: The references counted on an artifact.
     references: Callable[[str, str, str], set[str]]
     #: How many physical records the run store holds (every tenant).
@@ -72,13 +75,16 @@ def _dynamodb() -> Iterator[Backend]:
         names = {s.name: physical_name(s, PREFIX) for s in (RUNS, ARTIFACTS)}
         db = Dynamo(client, names)
 
-        def commit_artifact(tenant: str, subject: str, artifact_id: str, sha: str) -> None:
+        def commit_artifact(
+            tenant: str, subject: str, artifact_id: str, sha: str, created_at: datetime = NOW
+        ) -> None:
             item = {
                 "pk": f"{tenant}#{subject}",
                 "sk": f"ART#{artifact_id}",
                 "artifact_id": artifact_id,
                 "state": "COMMITTED",
                 "sha256": sha,
+                "created_at": iso(created_at),
             }
             client.put_item(TableName=names["artifacts"], Item=to_item(item))
 
@@ -106,21 +112,27 @@ def _dynamodb() -> Iterator[Backend]:
 
 _FAKE_ARTIFACTS = (
     "CREATE TABLE fake_artifacts (tenant_id TEXT, subject_id TEXT, artifact_id TEXT, "
-    "state TEXT, sha256 TEXT, PRIMARY KEY (tenant_id, subject_id, artifact_id))",
+    "state TEXT, sha256 TEXT, created_at TEXT, PRIMARY KEY (tenant_id, subject_id, artifact_id))",
     "CREATE TABLE fake_artifact_refs (tenant_id TEXT, subject_id TEXT, artifact_id TEXT, "
     "ref TEXT, PRIMARY KEY (tenant_id, subject_id, artifact_id, ref))",
 )
 
 
 def _fake_reference_artifact(
-    conn: sqlite3.Connection, tenant: str, subject: str, artifact_id: str, ref: str, sha: str
+    conn: sqlite3.Connection,
+    tenant: str,
+    subject: str,
+    artifact_id: str,
+    ref: str,
+    sha: str | None,
+    made_after: datetime | None,
 ) -> bool:
     """Stand-in for the artifact store's hook: counts a reference on a committed artifact
-    with that digest, in the caller's transaction."""
+    with that digest, made after ``made_after`` when given, in the caller's transaction."""
     found = conn.execute(
         "SELECT 1 FROM fake_artifacts WHERE tenant_id = ? AND subject_id = ? "
-        "AND artifact_id = ? AND state = 'COMMITTED' AND sha256 = ?",
-        (tenant, subject, artifact_id, sha),
+        "AND artifact_id = ? AND state = 'COMMITTED' AND sha256 = ? AND created_at > ?",
+        (tenant, subject, artifact_id, sha, iso(made_after) if made_after else ""),
     ).fetchone()
     if found is None:
         return False
@@ -138,11 +150,13 @@ def _sqlite(path: Path) -> Iterator[Backend]:
             conn.execute(statement)
     store = SqliteRunStore(db, reference_artifact=_fake_reference_artifact)
 
-    def commit_artifact(tenant: str, subject: str, artifact_id: str, sha: str) -> None:
+    def commit_artifact(
+        tenant: str, subject: str, artifact_id: str, sha: str, created_at: datetime = NOW
+    ) -> None:
         with db.write() as conn:
             conn.execute(
-                "INSERT INTO fake_artifacts VALUES (?, ?, ?, 'COMMITTED', ?)",
-                (tenant, subject, artifact_id, sha),
+                "INSERT INTO fake_artifacts VALUES (?, ?, ?, 'COMMITTED', ?, ?)",
+                (tenant, subject, artifact_id, sha, iso(created_at)),
             )
 
     def references(tenant: str, subject: str, artifact_id: str) -> set[str]:
@@ -190,6 +204,7 @@ def checkpoint(
     step: str = "created",
     refs: list[ArtifactRef] | None = None,
     state: dict[str, Any] | None = None,
+    created_at: datetime = NOW,
 ) -> Checkpoint:
     return Checkpoint(
         run_id=run_id,
@@ -202,7 +217,7 @@ def checkpoint(
         pending_approvals=["a-1"] if version > 1 else [],
         state=state or {},
         artifact_refs=refs or [],
-        created_at=NOW,
+        created_at=created_at,
         updated_at=NOW + timedelta(seconds=version),
     )
 
@@ -214,12 +229,14 @@ def step_to(
     status = kw.pop("status", RunStatus.RUNNING)
     refs = kw.pop("new_references", ())
     receipt = kw.pop("receipt", None)
+    after = kw.pop("artifacts_after", None)
     return Advancement(
         checkpoint=checkpoint(run_id, version, status=status, step=f"step-{version}", **kw),
         expected_version=version - 1,
         new_references=refs,
         receipt=receipt,
         ttl=ttl,
+        artifacts_after=after,
     )
 
 
@@ -567,7 +584,7 @@ def test_another_tenant_never_sees_a_run(store: RunStore) -> None:
     assert store.receipt("globex", "run-1", "evt-1", now=NOW) is None
     assert refused(lambda: store.advance("globex", step_to(3))).causes == {Conflict.VERSION}
     assert store.retain("globex", "run-1", TTL) == 0
-    assert store.forget_subject("globex", "u-1").runs == 0
+    assert store.forget_subject("globex", "u-1", NOW).runs == 0
     # The same run id is another tenant's own run.
     created(store, tenant="globex")
     mine = store.head("acme", "run-1", now=NOW)
@@ -588,7 +605,7 @@ def test_forgetting_a_subject_deletes_every_record_of_their_runs_only(backend: B
     created(store, "run-1", tenant="globex")
     assert backend.records() == 2 * 5 + 2 + 2
 
-    gone = store.forget_subject("acme", "u-1")
+    gone = store.forget_subject("acme", "u-1", NOW)
 
     assert (gone.runs, gone.records) == (2, 10)
     assert backend.records() == 4
@@ -599,8 +616,45 @@ def test_forgetting_a_subject_deletes_every_record_of_their_runs_only(backend: B
         assert store.receipt("acme", run_id, "evt-1", now=NOW) is None
     assert store.head("acme", "run-3", now=NOW) is not None
     assert store.head("globex", "run-1", now=NOW) is not None
-    again = store.forget_subject("acme", "u-1")
+    again = store.forget_subject("acme", "u-1", NOW)
     assert (again.runs, again.records) == (0, 0)
+
+
+def test_a_forget_leaves_the_runs_created_after_it(backend: Backend) -> None:
+    """A forget at ``NOW`` covers the runs created by then, each with every record (an
+    advance after the forget included); a run created after it stays, whenever the
+    purge runs."""
+    store = backend.store
+    created(store, "run-old")
+    store.advance("acme", step_to(2, "run-old", receipt=receipt()))
+    created(store, "run-new", created_at=NOW + timedelta(milliseconds=1))
+    store.put_operation("acme", "run-new", operation(OperationStatus.PENDING), expected=None)
+
+    gone = store.forget_subject("acme", "u-1", NOW)
+
+    assert (gone.runs, gone.records) == (1, 4)  # head, two versions, the receipt
+    assert store.head("acme", "run-old", now=NOW) is None
+    kept = store.head("acme", "run-new", now=NOW)
+    assert kept is not None and kept.checkpoint.version == 1
+    assert [o.operation_id for o in store.operations("acme", "run-new", now=NOW)] == ["op-1"]
+    assert store.forget_subject("acme", "u-1", NOW + timedelta(milliseconds=1)).runs == 1
+
+
+def test_an_advance_may_not_name_an_artifact_made_by_the_last_forget(backend: Backend) -> None:
+    store = backend.store
+    created(store)
+    backend.commit_artifact("acme", "u-1", "art-old", SHA)
+    backend.commit_artifact("acme", "u-1", "art-new", SHA, NOW + timedelta(milliseconds=1))
+    old = ArtifactRef(artifact_id="art-old", sha256=SHA)
+    new = ArtifactRef(artifact_id="art-new", sha256=SHA)
+
+    with pytest.raises(ArtifactsNotCommitted) as refused_old:
+        store.advance("acme", step_to(2, new_references=[old, new], artifacts_after=NOW))
+    assert list(refused_old.value.artifact_ids) == ["art-old"]
+    assert backend.references("acme", "u-1", "art-new") == set()  # rolled back together
+
+    store.advance("acme", step_to(2, new_references=[new], artifacts_after=NOW))
+    assert backend.references("acme", "u-1", "art-new") == {run_reference("run-1")}
 
 
 # ---------------------------------------------------------------------- helpers
@@ -635,6 +689,11 @@ def _race(n: int, fn: Callable[[int], None]) -> list[object]:
 # ---------------------------------------------------------------------- the service on each
 
 
+class NeverForgotten:
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
+        return None
+
+
 def test_the_run_service_keeps_its_rules_on_either_store(backend: Backend) -> None:
     """The service speaks only the port: the same rules hold whichever store is wired."""
     from memvault.config import Settings
@@ -644,7 +703,7 @@ def test_the_run_service_keeps_its_rules_on_either_store(backend: Backend) -> No
     from memvault.services.runs import RunService
     from tests.support.harness import FakeClock, ctx
 
-    runs = RunService(backend.store, Settings(), FakeClock(NOW))
+    runs = RunService(backend.store, Settings(), FakeClock(NOW), NeverForgotten())
     me = ctx(scopes=frozenset({Scope.RUNS_WRITE}))
     body = CreateRun(subject_id="u-1", plan_version="p1")
     assert runs.create(me, "r", body)[1] and not runs.create(me, "r", body)[1]

@@ -307,7 +307,7 @@ def test_forgetting_a_subject_deletes_all_their_sessions_and_nothing_else(
     fill(store, 1, ("acme", "u-10", "s-1"))  # a subject whose id extends u-1's
     fill(store, 1, ("globex", "u-1", "s-1"))
 
-    assert store.forget_subject("acme", "u-1") == 5 + 4  # every row of s-1 and of s-2
+    assert store.forget_subject("acme", "u-1", T0) == 5 + 4  # every row of s-1 and of s-2
 
     assert store.head("acme", "u-1", "s-1") is None
     assert store.head("acme", "u-1", "s-2") is None
@@ -315,7 +315,28 @@ def test_forgetting_a_subject_deletes_all_their_sessions_and_nothing_else(
     for other in (("acme", "u-10", "s-1"), ("globex", "u-1", "s-1")):
         snap = store.snapshot(*other, now=T0, recent=5)
         assert snap is not None and [m.seq for m in snap.messages] == [1]
-    assert store.forget_subject("acme", "u-1") == 0  # a retried purge
+    assert store.forget_subject("acme", "u-1", T0) == 0  # a retried purge
+
+
+def test_a_forget_takes_the_sessions_begun_by_its_time_whole_and_leaves_later_ones(
+    store: SessionStore,
+) -> None:
+    """The purge of a forget at ``T0`` removes a session begun at ``T0`` with all its
+    rows, a message appended after ``T0`` included; a session begun after the forget is
+    another life of the subject and stays, whenever the purge runs."""
+    fill(store, 3)  # begun at T0, messages at T0, T0+1m, T0+2m
+    later = ("acme", "u-1", "s-later")
+    store.append(new(1, "r-later", key=later, at=T0 + timedelta(milliseconds=1)))
+    store.put_summary(*later, summary())
+
+    assert store.forget_subject("acme", "u-1", T0) == 3 + 3 + 1  # s-1: messages, receipts, head
+
+    assert store.head(*KEY) is None
+    snap = store.snapshot(*later, now=T0, recent=5)
+    assert snap is not None and [m.request_id for m in snap.messages] == ["r-later"]
+    assert snap.summary is not None
+    assert store.receipt(*later, "r-later") is not None
+    assert store.forget_subject("acme", "u-1", T0 + timedelta(milliseconds=1)) == 4
 
 
 def test_another_tenant_never_sees_or_touches_a_session(store: SessionStore) -> None:
@@ -329,7 +350,7 @@ def test_another_tenant_never_sees_or_touches_a_session(store: SessionStore) -> 
     assert store.message(*globex, 1, now=T0) is None
     assert refused(lambda: store.end(*globex)) == {Conflict.ABSENT}
     assert refused(lambda: store.put_summary(*globex, summary())) == {Conflict.ABSENT}
-    assert store.forget_subject("globex", "u-1") == 0
+    assert store.forget_subject("globex", "u-1", T0) == 0
 
     # The same ids in another tenant are another session, with its own sequence.
     store.append(new(1, "r-1", key=globex, content="globex's"))
@@ -443,9 +464,14 @@ def test_one_request_id_sent_by_many_threads_stores_one_message(store: SessionSt
 # ----------------------------------------------------------------- the service on both
 
 
+class NeverForgotten:
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
+        return None
+
+
 def test_the_service_keeps_its_rules_on_either_store(store: SessionStore) -> None:
     clock = FakeClock(T0)
-    sessions = SessionService(store, Settings(), clock)
+    sessions = SessionService(store, Settings(), clock, NeverForgotten())
 
     def say(text: str, request_id: str) -> AppendMessage:
         return AppendMessage(request_id=request_id, role=Role.USER, content=text)

@@ -41,4 +41,4 @@ def test_every_mutant_applies_and_names_tests_that_exist() -> None:
             if not defined:
                 missing.append(f"{m.id}: {node}")
     assert missing == [], "mutants name tests that do not exist"
-    assert len(mutants) >= 38
+    assert len(mutants) >= 45

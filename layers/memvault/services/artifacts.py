@@ -17,7 +17,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from memvault.clock import Clock, IdSource
+from memvault.clock import Clock, IdSource, covered_by, made_after_forget
 from memvault.config import Settings
 from memvault.errors import (
     ArtifactReferenced,
@@ -56,9 +56,12 @@ _NOT_FOUND = "no such artifact for this subject"
 
 
 class DeletionJobRecorder(Protocol):
-    """Where an artifact's deletion job is recorded (the memory store's deletion jobs)."""
+    """Where an artifact's deletion job is recorded, and when the subject was last
+    forgotten (the memory store's deletion jobs and subject records)."""
 
     def put_job(self, job: DeletionJob) -> None: ...
+
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None: ...
 
 
 def _ref(record: ArtifactRecord) -> ObjectRef:
@@ -125,7 +128,7 @@ class ArtifactService:
             sha256=body.sha256,
             state=ArtifactState.STAGED,
             sensitivity=body.sensitivity,
-            created_at=now,
+            created_at=made_after_forget(now, self.jobs.forgotten_at(ctx.tenant_id, subject_id)),
             created_by=ctx.principal,
             name=body.name,
             retention_days=body.retention_days,
@@ -323,9 +326,10 @@ class ArtifactService:
         )
         return True
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> int:
-        """Forgetting a subject deletes every artifact of theirs, referenced or not."""
-        forgotten = self.store.forget_subject(tenant_id, subject_id)
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+        """Forgetting a subject at ``before`` deletes every artifact of theirs made by
+        then, referenced or not; later uploads are not the forget's."""
+        forgotten = self.store.forget_subject(tenant_id, subject_id, before)
         for artifact_id in forgotten:
             self._purge(ObjectRef(tenant_id, subject_id, artifact_id))
         return len(forgotten)
@@ -356,12 +360,14 @@ class ArtifactService:
     def _row(self, ctx: AccessContext, subject_id: str, artifact_id: str) -> ArtifactRecord:
         """The artifact, if the caller may read it. Above the caller's ``max_sensitivity``
         it is absent for every route (replay, commit, read, delete): what a caller may not
-        read, it may not change or learn about either."""
+        read, it may not change or learn about either. One made by the time its subject
+        was forgotten is absent too, from the forget on, before its purge has run."""
         record = self.store.artifact(ctx.tenant_id, subject_id, artifact_id)
         if (
             record is None
             or record.state is ArtifactState.DELETED
             or not ctx.may_read(record.sensitivity, [])
+            or covered_by(record.created_at, self.jobs.forgotten_at(ctx.tenant_id, subject_id))
         ):
             raise NotFound(_NOT_FOUND, {"artifact_id": artifact_id})
         return record

@@ -13,6 +13,7 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any, Protocol
 
 from memvault.clock import Clock
@@ -67,7 +68,7 @@ def _chains_in_scope(repo: MemoryRecords, job: DeletionJob) -> tuple[list[Chain]
 class ArtifactReleaser(Protocol):
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool: ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> int: ...
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int: ...
 
 
 class ArtifactsStep:
@@ -83,7 +84,7 @@ class ArtifactsStep:
 
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is DeletionScope.SUBJECT:
-            gone = self.releaser.forget_subject(job.tenant_id, job.subject_id)
+            gone = self.releaser.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
             return StepResult(
                 CopyState.DONE if gone else CopyState.NOT_APPLICABLE,
                 f"{gone} artifact(s) of the subject deleted",
@@ -243,8 +244,9 @@ class CacheStep:
 
 
 class SessionsStep:
-    """Forgetting a subject ends every session of theirs (messages and summaries); a
-    single memory's deletion leaves sessions alone (they have their own lifetime)."""
+    """Forgetting a subject ends every session of theirs begun by the time of the forget
+    (messages and summaries; later sessions are not the forget's); a single memory's
+    deletion leaves sessions alone (they have their own lifetime)."""
 
     copy = "sessions"
 
@@ -254,13 +256,14 @@ class SessionsStep:
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "sessions are not in a memory's scope")
-        removed = self.store.forget_subject(job.tenant_id, job.subject_id)
+        removed = self.store.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
         return StepResult(CopyState.DONE, f"{removed} session item(s) deleted", removed)
 
 
 class RunsStep:
-    """Forgetting a subject deletes the run state of their runs (checkpoints, versions,
-    operations, events); their artifacts went with the artifacts step."""
+    """Forgetting a subject deletes the run state of their runs created by the time of the
+    forget (checkpoints, versions, operations, events); their artifacts went with the
+    artifacts step."""
 
     copy = "runs"
 
@@ -270,7 +273,7 @@ class RunsStep:
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "run state is not in a memory's scope")
-        gone = self.runs.forget_subject(job.tenant_id, job.subject_id)
+        gone = self.runs.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
         return StepResult(
             CopyState.DONE if gone.runs else CopyState.NOT_APPLICABLE,
             f"{gone.runs} run(s), {gone.records} item(s) deleted",

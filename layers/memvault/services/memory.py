@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
 
-from memvault.clock import Clock, IdSource, iso
+from memvault.clock import Clock, IdSource, iso, made_after_forget
 from memvault.config import Settings
 from memvault.errors import (
     ArtifactNotCommitted,
@@ -167,6 +167,11 @@ class MemoryService:
                         audit=self._audit(ctx, subject_id, "memory.write", memory),
                         audit_expires_at=self._audit_expiry(now),
                         chain_ttl=chain.ttl if chain else None,
+                        # Read after the epoch, which the write is conditioned on: an
+                        # artifact made by the subject's last forget is that forget's.
+                        artifacts_after=self.repo.forgotten_at(ctx.tenant_id, subject_id)
+                        if cmd.artifact_id
+                        else None,
                     )
                 )
             except ConditionFailed as conflict:
@@ -615,7 +620,12 @@ class MemoryService:
         self._require_reads_all(ctx, subject_id)
         for _ in range(_RETRIES):
             epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
-            job = self._new_job(ctx, subject_id, DeletionScope.SUBJECT, f"epoch:{epoch}")
+            # Forget times only grow, past anything made after the last forget (which is
+            # stamped at least a millisecond past it): a forget covers all made before it.
+            at = made_after_forget(
+                self.clock.now(), self.repo.forgotten_at(ctx.tenant_id, subject_id)
+            )
+            job = self._new_job(ctx, subject_id, DeletionScope.SUBJECT, f"epoch:{epoch}", at)
             try:
                 self.repo.retire_subject_epoch(
                     ctx.tenant_id,
@@ -683,9 +693,14 @@ class MemoryService:
         return job
 
     def _new_job(
-        self, ctx: AccessContext, subject_id: str, scope: DeletionScope, target: str
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        scope: DeletionScope,
+        target: str,
+        at: datetime | None = None,
     ) -> DeletionJob:
-        now = self.clock.now()
+        now = at or self.clock.now()
         return DeletionJob(
             deletion_id=self.ids.new_id("del"),
             tenant_id=ctx.tenant_id,

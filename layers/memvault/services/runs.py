@@ -14,7 +14,7 @@ from dataclasses import replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from memvault.clock import Clock, iso, parse_iso
+from memvault.clock import Clock, covered_by, iso, made_after_forget, parse_iso
 from memvault.config import Settings
 from memvault.errors import (
     ArtifactNotCommitted,
@@ -45,6 +45,7 @@ from memvault.models.run import (
 from memvault.observability import logger
 from memvault.policy.secrets import refuse_secrets, text_fields
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import SubjectForgets
 from memvault.storage.ports.runs import (
     Advancement,
     ArtifactsNotCommitted,
@@ -56,7 +57,8 @@ from memvault.storage.ports.runs import (
 
 _NOT_FOUND = "no run with this id"
 #: The answer for a run id the subject held before and may not take again (its run
-#: expired). Another subject's run ids are no concern: run ids are scoped by subject.
+#: expired, or was forgotten and awaits its purge). Another subject's run ids are no
+#: concern: run ids are scoped by subject.
 _ID_TAKEN = "this run id is taken; choose a new run id"
 _ARTIFACTS_REFUSED = (
     "artifact_refs must name committed artifacts of the run's subject with the given sha256"
@@ -70,10 +72,13 @@ def _digest(payload: Any) -> str:
 
 
 class RunService:
-    def __init__(self, store: RunStore, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, store: RunStore, settings: Settings, clock: Clock, forgets: SubjectForgets
+    ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.forgets = forgets
 
     # ------------------------------------------------------------------- create
 
@@ -84,13 +89,18 @@ class RunService:
     ) -> tuple[str, StoredRun | None]:
         """The run's storage key and its current head, read once: under its subject
         (``run_key``), or its bare id for a run kept before ids were scoped by subject,
-        when that run is this subject's."""
+        when that run is this subject's. A run created by the time its subject was last
+        forgotten is that forget's: absent (None) from the forget on, before its purge."""
         key = run_key(subject_id, run_id)
         head = self.store.head(tenant_id, key, now=now)
         if head is None:
             legacy = self.store.head(tenant_id, run_id, now=now)
             if legacy is not None and legacy.checkpoint.subject_id == subject_id:
-                return run_id, legacy
+                key, head = run_id, legacy
+        if head is not None and covered_by(
+            head.checkpoint.created_at, self.forgets.forgotten_at(tenant_id, subject_id)
+        ):
+            return key, None
         return key, head
 
     @staticmethod
@@ -119,7 +129,10 @@ class RunService:
             ],
             "the run",
         )
-        now = self.clock.now()
+        # Created after any forget of the subject its caller could have seen.
+        now = made_after_forget(
+            self.clock.now(), self.forgets.forgotten_at(ctx.tenant_id, body.subject_id)
+        )
         fingerprint = _digest(body.model_dump(mode="json"))
         checkpoint = Checkpoint(
             run_id=run_id,
@@ -139,8 +152,8 @@ class RunService:
         try:
             self.store.create(ctx.tenant_id, _keyed(checkpoint, key), fingerprint)
         except ConditionFailed:
-            existing = self.store.head(ctx.tenant_id, key, now=now)
-            if existing is None:  # the subject's own run with this id, expired
+            _, existing = self._key(ctx.tenant_id, body.subject_id, run_id, now)
+            if existing is None:  # the subject's own run with this id, expired or forgotten
                 raise IdempotencyKeyReused(_ID_TAKEN, {"run_id": run_id}) from None
             if existing.fingerprint != fingerprint:
                 raise IdempotencyKeyReused(
@@ -209,14 +222,19 @@ class RunService:
                 changes[field] = value
         updated = self._next(current, changes)
         ttl = self._expiry(updated)
+        new_references = _new_references(current, updated)
         try:
             self.store.advance(
                 ctx.tenant_id,
                 Advancement(
                     checkpoint=_keyed(updated, key),
                     expected_version=current.version,
-                    new_references=_new_references(current, updated),
+                    new_references=new_references,
                     ttl=ttl,
+                    # An artifact made by the subject's last forget is that forget's.
+                    artifacts_after=self.forgets.forgotten_at(ctx.tenant_id, current.subject_id)
+                    if new_references
+                    else None,
                 ),
             )
         except ArtifactsNotCommitted as refused:

@@ -11,6 +11,10 @@ absolute clock is set at creation and nothing extends it: every row of the sessi
 expires with it, so the store removes the whole session together. The idle clock
 is enforced at read and append time, and an idle-expired session stays refused (410)
 until then. Reads check both clocks at read time, since the store's expiry is lazy.
+
+A session begun by the time its subject was last forgotten is that forget's from the
+forget on: absent (404) on every read, an append to it 410, until the purge removes it
+and its id is free again.
 """
 
 from __future__ import annotations
@@ -19,7 +23,7 @@ import random
 import time
 from datetime import datetime, timedelta
 
-from memvault.clock import Clock, iso
+from memvault.clock import Clock, covered_by, iso, made_after_forget
 from memvault.config import Settings
 from memvault.errors import (
     ConsentRequired,
@@ -45,6 +49,7 @@ from memvault.policy import provenance
 from memvault.policy.pii import find_pii
 from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.errors import ConditionFailed
+from memvault.storage.ports.memory import SubjectForgets
 from memvault.storage.ports.sessions import (
     NewMessage,
     SessionHead,
@@ -91,10 +96,20 @@ def _readable(ctx: AccessContext, sensitivity: Sensitivity) -> bool:
 
 
 class SessionService:
-    def __init__(self, store: SessionStore, settings: Settings, clock: Clock) -> None:
+    def __init__(
+        self, store: SessionStore, settings: Settings, clock: Clock, forgets: SubjectForgets
+    ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
+        self.forgets = forgets
+
+    def _forgotten(self, head: SessionHead) -> bool:
+        """Whether the session began by the time its subject was last forgotten: then it
+        is that forget's, served to no one (its purge removes it)."""
+        return covered_by(
+            head.created_at, self.forgets.forgotten_at(head.tenant_id, head.subject_id)
+        )
 
     # ------------------------------------------------------------------- append
 
@@ -119,6 +134,15 @@ class SessionService:
                 time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))  # noqa: S311
             now = self.clock.now()
             head = self.store.head(ctx.tenant_id, subject_id, session_id)
+            if head is None:
+                # A new session: begun after any forget its caller could have seen.
+                now = made_after_forget(now, self.forgets.forgotten_at(ctx.tenant_id, subject_id))
+            elif self._forgotten(head):
+                raise SessionExpired(
+                    "the session ended when its subject was forgotten; start a new session "
+                    "with another session_id",
+                    {"session_id": session_id},
+                )
             replay = self.store.receipt(ctx.tenant_id, subject_id, session_id, msg.request_id)
             if replay is not None:
                 if (replay.role, replay.content) != (msg.role, msg.content):
@@ -206,7 +230,7 @@ class SessionService:
             now=self.clock.now(),
             recent=self.settings.session_recent_messages,
         )
-        if found is None:
+        if found is None or self._forgotten(found.head):
             raise NotFound(_NOT_FOUND, {"session_id": session_id})
         head, s = found.head, found.summary
         shown = [m for m in found.messages if _readable(ctx, m.sensitivity)]
@@ -254,8 +278,8 @@ class SessionService:
         all of them, not only the recent ones a read returns."""
         now = self.clock.now()
         found = self.store.snapshot(ctx.tenant_id, subject_id, session_id, now=now, recent=1)
-        if found is None:
-            return 0  # absent or over: ending it answers not_found
+        if found is None or self._forgotten(found.head):
+            return 0  # absent, over or forgotten: ending it answers not_found
         if found.head.last_seq > 1:
             every = self.store.snapshot(
                 ctx.tenant_id, subject_id, session_id, now=now, recent=found.head.last_seq
@@ -311,6 +335,9 @@ class SessionService:
         """End the session: the head goes first (reads stop at once), then everything else."""
         ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
+        head = self.store.head(ctx.tenant_id, subject_id, session_id)
+        if head is not None and self._forgotten(head):
+            raise NotFound(_NOT_FOUND, {"session_id": session_id})
         withheld = self._withheld(ctx, subject_id, session_id)
         if withheld:
             raise Forbidden(

@@ -53,9 +53,11 @@ def add_reference(
     artifact_id: str,
     ref: str,
     sha256: str | None = None,
+    made_after: datetime | None = None,
 ) -> dict[str, Any]:
     """The transaction item that counts ``ref`` on a committed artifact (with ``sha256``,
-    when given); its condition failing means the artifact is not (or not that one)."""
+    when given, made after ``made_after``, the subject's last forget, when given); its
+    condition failing means the artifact is not (or not that one)."""
     condition = "#state = :committed"
     values: dict[str, Any] = {
         ":ref": {"SS": [ref]},
@@ -64,6 +66,9 @@ def add_reference(
     if sha256 is not None:
         condition += " AND sha256 = :sha"
         values[":sha"] = to_attr(sha256)
+    if made_after is not None:
+        condition += " AND created_at > :after"  # ISO times sort as text
+        values[":after"] = to_attr(iso(made_after))
     return {
         "Update": {
             "TableName": table,
@@ -360,15 +365,20 @@ class DynamoArtifactStore:
             raise map_client_error(err) from err
         return True
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> list[str]:
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> list[str]:
         pk = partition(tenant_id, subject_id)
         forgotten: list[str] = []
-        receipts: list[tuple[str, str]] = []
+        receipts: list[tuple[str, str, str]] = []
+        kept: set[str] = set()
         for item in list(self.db.query_all(TABLE, pk, "")):
             if item["sk"].startswith(RECEIPT_PREFIX):
-                receipts.append((pk, item["sk"]))
+                receipts.append((pk, item["sk"], item["artifact_id"]))
                 continue
             if not item["sk"].startswith(ARTIFACT_PREFIX):
+                continue
+            if item["created_at"] > iso(before):  # made after the forget: ISO sorts as text
+                if item["state"] != ArtifactState.DELETED.value:
+                    kept.add(item["artifact_id"])
                 continue
             if item["state"] != ArtifactState.DELETED.value:
                 # attribute_exists: a row the sweeper removed meanwhile is not re-created.
@@ -380,5 +390,6 @@ class DynamoArtifactStore:
                     ExpressionAttributeValues={":deleted": to_attr(ArtifactState.DELETED.value)},
                 )
             forgotten.append(item["artifact_id"])
-        self.db.delete_many(TABLE, receipts)
-        return forgotten
+        # Receipts of the forget's artifacts, and of any upload whose row is gone.
+        self.db.delete_many(TABLE, [(p, sk) for p, sk, aid in receipts if aid not in kept])
+        return sorted(forgotten)

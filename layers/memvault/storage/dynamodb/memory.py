@@ -115,6 +115,10 @@ class DynamoMemoryStore:
         item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
         return int(item["epoch"]) if item else 0
 
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
+        item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
+        return parse_iso(item["forgotten_at"]) if item and item.get("forgotten_at") else None
+
     def locate(self, tenant_id: str, subject_id: str, memory_id: str) -> tuple[str, int] | None:
         """The chain and subject epoch of a version, purged (tombstone) or not."""
         item = self.db.get(
@@ -423,6 +427,7 @@ class DynamoMemoryStore:
                     m.subject_id,
                     m.artifact_id,
                     f"memory:{m.chain_id}",
+                    made_after=new.artifacts_after,
                 ),
             )
         tx.add("epoch", self._epoch_check(pk, m.subject_epoch))
@@ -627,18 +632,23 @@ class DynamoMemoryStore:
         tx.add("audit", self._audit_put(audit, audit_expires_at))
         _transact(self.db, tx)
 
-    def raise_epoch(self, tenant_id: str, subject_id: str, above: int, deletion_id: str) -> None:
+    def raise_epoch(
+        self, tenant_id: str, subject_id: str, above: int, deletion_id: str, at: datetime
+    ) -> None:
         try:
+            # An epoch at or below ``above`` was forgotten before the replayed forget (or
+            # never): ``at`` is its latest forget time.
             self.db.update(
                 "memory",
                 keys.subject_pk(tenant_id, subject_id),
                 keys.SUBJECT_META_SK,
-                "SET epoch = :next, deletion_id = :did, #type = :type",
+                "SET epoch = :next, deletion_id = :did, forgotten_at = :at, #type = :type",
                 names={"#type": "type"},
                 values={
                     ":next": above + 1,
                     ":retired": above,
                     ":did": deletion_id,
+                    ":at": iso(at),
                     ":type": "subject",
                 },
                 condition="attribute_not_exists(epoch) OR epoch <= :retired",

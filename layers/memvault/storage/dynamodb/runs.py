@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from memvault.clock import iso, parse_iso
+from memvault.clock import covered_by, iso, parse_iso
 from memvault.models.run import Checkpoint, Operation, OperationStatus
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.dynamodb.artifacts import add_reference
@@ -144,6 +144,7 @@ class DynamoRunStore:
                     ref.artifact_id,
                     run_reference(cp.run_id),
                     sha256=ref.sha256,
+                    made_after=step.artifacts_after,
                 ),
             )
         if step.receipt is not None:
@@ -238,11 +239,17 @@ class DynamoRunStore:
                 changed += 1
         return changed
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> RunsForgotten:
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> RunsForgotten:
         # A full scan of the tenant's partitions, paged: rare bulk work, never on a request
-        # path. Every checkpoint and version carries its subject.
+        # path. Every checkpoint and version carries its subject and creation time.
         items = list(self.db.scan_prefix(TABLE, f"{tenant_id}#"))
-        runs = {i["pk"] for i in items if i.get("subject_id") == subject_id}
+        mine = [i for i in items if i.get("subject_id") == subject_id]
+        kept = {
+            i["pk"]
+            for i in mine
+            if i["sk"] == CHECKPOINT and not covered_by(_checkpoint(i).created_at, before)
+        }
+        runs = {i["pk"] for i in mine} - kept
         doomed = [(i["pk"], i["sk"]) for i in items if i["pk"] in runs]
         self.db.delete_many(TABLE, doomed)
         return RunsForgotten(runs=len(runs), records=len(doomed))

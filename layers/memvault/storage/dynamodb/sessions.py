@@ -310,8 +310,12 @@ class DynamoSessionStore:
         rest = [(pk, item["sk"]) for item in self.db.query_all(TABLE, pk, "")]
         return 1 + self.db.delete_many(TABLE, rest)
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> int:
-        # A paged scan of the table: rare bulk work, never on a request path.
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+        # A paged scan of the table: rare bulk work, never on a request path. A session
+        # whose head was created after the forget stays; any other goes whole, a remnant
+        # left without its head included.
         prefix = f"{tenant_id}#{subject_id}#"
-        doomed = [(i["pk"], i["sk"]) for i in self.db.scan_prefix(TABLE, prefix)]
+        items = list(self.db.scan_prefix(TABLE, prefix))
+        kept = {i["pk"] for i in items if i["sk"] == HEAD and i["created_at"] > iso(before)}
+        doomed = [(i["pk"], i["sk"]) for i in items if i["pk"] not in kept]
         return self.db.delete_many(TABLE, doomed)

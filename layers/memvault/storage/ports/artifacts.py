@@ -141,9 +141,10 @@ class ArtifactStore(Protocol):
         no DELETED row (absent, or in another state: never removed then)."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> list[str]:
-        """Forgetting a subject: every artifact of theirs becomes DELETED, referenced or
-        not (references dropped), and their upload receipts go. Returns the ids of every
-        artifact row of the subject (DELETED ones included), whose objects the caller
-        removes before removing the rows."""
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> list[str]:
+        """Forgetting a subject at ``before``: every artifact of theirs made at or before
+        it becomes DELETED, referenced or not (its references dropped), and the upload
+        receipts of those go. Artifacts made after the forget are another life of the
+        subject and stay. Returns the ids of the forget's artifact rows (DELETED ones
+        included), whose objects the caller removes before removing the rows."""
         ...

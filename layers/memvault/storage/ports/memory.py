@@ -116,6 +116,9 @@ class NewVersion:
     audit_expires_at: datetime
     #: When the chain began earlier: its TTL so far (the new one is never earlier).
     chain_ttl: int | None = None
+    #: The subject's last forget time, read with the epoch: an artifact the version
+    #: names must have been made after it (one made before belongs to that forget).
+    artifacts_after: datetime | None = None
 
     @property
     def head_ttl(self) -> int:
@@ -147,6 +150,13 @@ class IndexStatusUpdate:
     index_status: str
 
 
+class SubjectForgets(Protocol):
+    """When a subject was last forgotten: what sessions, runs and artifacts ask so that a
+    forget covers them at once, before its purge (the memory store answers it)."""
+
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None: ...
+
+
 class MemoryStore(Protocol):
     """Long-term memory's source of truth."""
 
@@ -155,6 +165,12 @@ class MemoryStore(Protocol):
     # -- reads (consistent)
 
     def subject_epoch(self, tenant_id: str, subject_id: str) -> int: ...
+
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
+        """When the subject was last forgotten (its latest forget's ``requested_at``), or
+        None. Sessions, runs and artifacts made at or before it are that forget's: served
+        to no one from then on, and removed by its purge."""
+        ...
 
     def locate(self, tenant_id: str, subject_id: str, memory_id: str) -> tuple[str, int] | None:
         """The chain and subject epoch of a version, purged or not."""
@@ -256,8 +272,11 @@ class MemoryStore(Protocol):
         """Forget a subject at once: the epoch moves from ``epoch`` to ``epoch + 1``."""
         ...
 
-    def raise_epoch(self, tenant_id: str, subject_id: str, above: int, deletion_id: str) -> None:
-        """Move the subject's epoch past ``above`` unless it is already (restore replay)."""
+    def raise_epoch(
+        self, tenant_id: str, subject_id: str, above: int, deletion_id: str, at: datetime
+    ) -> None:
+        """Move the subject's epoch past ``above`` unless it is already, and its forget
+        time to ``at`` unless it is later already (restore replay)."""
         ...
 
     def purge_version(

@@ -83,6 +83,9 @@ class Advancement:
     receipt: EventReceipt | None = None
     #: The run's retention once this version ends it (head, history, receipt).
     ttl: int | None = None
+    #: The subject's last forget time: a newly named artifact must be made after it
+    #: (one made at or before it belongs to that forget).
+    artifacts_after: datetime | None = None
 
 
 class ArtifactsNotCommitted(ConditionFailed):
@@ -167,6 +170,8 @@ class RunStore(Protocol):
         records changed."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> RunsForgotten:
-        """Delete every record of every run of the subject; idempotent."""
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> RunsForgotten:
+        """Delete every record of every run of the subject created at or before ``before``
+        (the forget's time), and of any run of theirs left without its head; runs
+        created after the forget stay. Idempotent."""
         ...

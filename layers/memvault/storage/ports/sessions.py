@@ -155,7 +155,8 @@ class SessionStore(Protocol):
         head."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> int:
-        """Delete every row of every session of a subject (the purge step); returns how
-        many went. Idempotent."""
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+        """Delete every row of every session of a subject created at or before ``before``
+        (the forget's time; the purge step), and of any session left without its head;
+        sessions created after the forget stay. Returns how many rows went. Idempotent."""
         ...

@@ -80,18 +80,22 @@ def add_reference(
     artifact_id: str,
     ref: str,
     sha256: str | None = None,
+    made_after: datetime | None = None,
 ) -> bool:
-    """Count ``ref`` on a committed artifact (with ``sha256``, when given), inside the
-    caller's transaction; False, and nothing written, when the artifact is not (or not
-    that one): the caller then rolls back."""
+    """Count ``ref`` on a committed artifact (with ``sha256``, when given, and made after
+    ``made_after``, the subject's last forget, when given), inside the caller's
+    transaction; False, and nothing written, when the artifact is not (or not that one):
+    the caller then rolls back."""
     row = conn.execute(
-        "SELECT state, sha256 FROM artifacts WHERE tenant_id = ? "
+        "SELECT state, sha256, created_at FROM artifacts WHERE tenant_id = ? "
         "AND subject_id = ? AND artifact_id = ?",
         (tenant_id, subject_id, artifact_id),
     ).fetchone()
     if row is None or row["state"] != ArtifactState.COMMITTED.value:
         return False
     if sha256 is not None and row["sha256"] != sha256:
+        return False
+    if made_after is not None and row["created_at"] <= iso(made_after):  # ISO sorts as text
         return False
     conn.execute(
         "INSERT INTO artifact_refs (tenant_id, subject_id, artifact_id, ref) "
@@ -360,24 +364,35 @@ class SqliteArtifactStore:
             ).rowcount
         return bool(done)
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> list[str]:
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> list[str]:
         owner = (tenant_id, subject_id)
         with self.db.write() as conn:
             ids = [
                 r[0]
                 for r in conn.execute(
                     "SELECT artifact_id FROM artifacts WHERE tenant_id = ? AND subject_id = ? "
-                    "ORDER BY artifact_id",
-                    owner,
+                    "AND created_at <= ? ORDER BY artifact_id",  # ISO times sort as text
+                    (*owner, iso(before)),
                 )
             ]
+            for artifact_id in ids:
+                one = (*owner, artifact_id)
+                conn.execute(
+                    "UPDATE artifacts SET state = ? "
+                    "WHERE tenant_id = ? AND subject_id = ? AND artifact_id = ?",
+                    (ArtifactState.DELETED.value, *one),
+                )
+                conn.execute(
+                    "DELETE FROM artifact_refs "
+                    "WHERE tenant_id = ? AND subject_id = ? AND artifact_id = ?",
+                    one,
+                )
+            # Receipts of the forget's artifacts, and of any upload whose row is gone.
             conn.execute(
-                "UPDATE artifacts SET state = ? WHERE tenant_id = ? AND subject_id = ?",
-                (ArtifactState.DELETED.value, *owner),
-            )
-            conn.execute("DELETE FROM artifact_refs WHERE tenant_id = ? AND subject_id = ?", owner)
-            conn.execute(
-                "DELETE FROM artifact_receipts WHERE tenant_id = ? AND subject_id = ?", owner
+                "DELETE FROM artifact_receipts WHERE tenant_id = ? AND subject_id = ? "
+                "AND artifact_id NOT IN (SELECT artifact_id FROM artifacts "
+                "WHERE tenant_id = ? AND subject_id = ? AND state != ?)",
+                (*owner, *owner, ArtifactState.DELETED.value),
             )
         return ids
 

@@ -128,8 +128,9 @@ SCHEMA: tuple[str, ...] = (
 )
 
 #: A version that references an artifact adds the reference inside the same transaction:
-#: ``(conn, tenant, subject, artifact_id, ref) -> bool`` (False: not committed).
-AddReference = Callable[[sqlite3.Connection, str, str, str, str], bool]
+#: ``(conn, tenant, subject, artifact_id, ref, sha256, made_after) -> bool`` (False: not
+#: committed, or made at or before ``made_after``).
+AddReference = Callable[[sqlite3.Connection, str, str, str, str, str | None, datetime | None], bool]
 
 _MEMORY = "memory"
 
@@ -167,6 +168,14 @@ class SqliteMemoryStore:
     def subject_epoch(self, tenant_id: str, subject_id: str) -> int:
         with self.db.read() as conn:
             return _epoch(conn, tenant_id, subject_id)
+
+    def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT forgotten_at FROM memory_subjects WHERE tenant_id = ? AND subject_id = ?",
+                (tenant_id, subject_id),
+            ).fetchone()
+        return parse_iso(row["forgotten_at"]) if row and row["forgotten_at"] else None
 
     def _row(
         self, conn: sqlite3.Connection, tenant_id: str, subject_id: str, memory_id: str
@@ -401,7 +410,9 @@ class SqliteMemoryStore:
             if (
                 m.artifact_id
                 and (new.previous is None or new.previous.artifact_id != m.artifact_id)
-                and not self._reference(conn, t, s, m.artifact_id, f"memory:{m.chain_id}")
+                and not self._reference(
+                    conn, t, s, m.artifact_id, f"memory:{m.chain_id}", new.artifacts_after
+                )
             ):
                 raise ConditionFailed(Conflict.ARTIFACT)
 
@@ -479,11 +490,17 @@ class SqliteMemoryStore:
             _audit(conn, new.audit, new.audit_expires_at)
 
     def _reference(
-        self, conn: sqlite3.Connection, t: str, s: str, artifact_id: str, ref: str
+        self,
+        conn: sqlite3.Connection,
+        t: str,
+        s: str,
+        artifact_id: str,
+        ref: str,
+        made_after: datetime | None,
     ) -> bool:
         if self._add_reference is None:
             return False
-        return self._add_reference(conn, t, s, artifact_id, ref)
+        return self._add_reference(conn, t, s, artifact_id, ref, None, made_after)
 
     def tombstone_chain(
         self,
@@ -574,15 +591,19 @@ class SqliteMemoryStore:
             _insert_job(conn, job)
             _audit(conn, audit, audit_expires_at)
 
-    def raise_epoch(self, tenant_id: str, subject_id: str, above: int, deletion_id: str) -> None:
+    def raise_epoch(
+        self, tenant_id: str, subject_id: str, above: int, deletion_id: str, at: datetime
+    ) -> None:
         with self.db.write() as conn:
             if _epoch(conn, tenant_id, subject_id) > above:
                 return
+            # ISO times sort as text: the later forget time stays.
             conn.execute(
-                "INSERT INTO memory_subjects VALUES (?, ?, ?, NULL, ?) "
+                "INSERT INTO memory_subjects VALUES (?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, subject_id) DO UPDATE SET epoch = excluded.epoch, "
-                "deletion_id = excluded.deletion_id",
-                (tenant_id, subject_id, above + 1, deletion_id),
+                "deletion_id = excluded.deletion_id, forgotten_at = "
+                "max(coalesce(forgotten_at, ''), excluded.forgotten_at)",
+                (tenant_id, subject_id, above + 1, iso(at), deletion_id),
             )
 
     def purge_version(

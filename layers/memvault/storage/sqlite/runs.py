@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from memvault.clock import iso, parse_iso
+from memvault.clock import covered_by, iso, parse_iso
 from memvault.models.run import Checkpoint, Operation, OperationStatus
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.runs import (
@@ -28,10 +28,13 @@ from memvault.storage.ports.runs import (
 )
 from memvault.storage.sqlite.db import Database, dumps, loads
 
-#: ``reference_artifact(conn, tenant_id, subject_id, artifact_id, ref, sha256)``: add
-#: ``ref`` to the artifact's references inside the caller's transaction, if the artifact
-#: is committed for that subject with that sha256; False (and nothing written) otherwise.
-ReferenceArtifact = Callable[[sqlite3.Connection, str, str, str, str, str], bool]
+#: ``reference_artifact(conn, tenant_id, subject_id, artifact_id, ref, sha256,
+#: made_after)``: add ``ref`` to the artifact's references inside the caller's
+#: transaction, if the artifact is committed for that subject with that sha256 (and made
+#: after ``made_after``, when given); False (and nothing written) otherwise.
+ReferenceArtifact = Callable[
+    [sqlite3.Connection, str, str, str, str, str | None, datetime | None], bool
+]
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE run_heads (
@@ -90,7 +93,13 @@ SWEEP_BATCH = 500
 
 
 def _refuse_every_artifact(
-    conn: sqlite3.Connection, tenant_id: str, subject_id: str, artifact_id: str, ref: str, sha: str
+    conn: sqlite3.Connection,
+    tenant_id: str,
+    subject_id: str,
+    artifact_id: str,
+    ref: str,
+    sha: str | None,
+    made_after: datetime | None,
 ) -> bool:
     return False
 
@@ -220,6 +229,7 @@ class SqliteRunStore:
                     ref.artifact_id,
                     run_reference(cp.run_id),
                     ref.sha256,
+                    step.artifacts_after,
                 )
             ]
             if missing:
@@ -303,8 +313,19 @@ class SqliteRunStore:
                 changed += cur.rowcount
         return changed
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> RunsForgotten:
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> RunsForgotten:
         with self.db.write() as conn:
+            kept = {
+                r["run_id"]
+                for r in conn.execute(
+                    "SELECT run_id, checkpoint FROM run_heads "
+                    "WHERE tenant_id = ? AND subject_id = ?",
+                    (tenant_id, subject_id),
+                )
+                if not covered_by(
+                    Checkpoint.model_validate(loads(r["checkpoint"])).created_at, before
+                )
+            }
             runs = [
                 r[0]
                 for r in conn.execute(
@@ -312,6 +333,7 @@ class SqliteRunStore:
                     "UNION SELECT run_id FROM run_versions WHERE tenant_id = ? AND subject_id = ?",
                     (tenant_id, subject_id, tenant_id, subject_id),
                 )
+                if r[0] not in kept
             ]
             records = 0
             for run_id in runs:

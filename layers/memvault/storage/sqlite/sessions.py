@@ -96,12 +96,16 @@ _DELETE_SESSION = (
     "DELETE FROM session_messages WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
     "DELETE FROM session_heads WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
 )
-#: Every row of every session of one subject.
-_DELETE_SUBJECT = (
-    "DELETE FROM session_summaries WHERE tenant_id = ? AND subject_id = ?",
-    "DELETE FROM session_receipts WHERE tenant_id = ? AND subject_id = ?",
-    "DELETE FROM session_messages WHERE tenant_id = ? AND subject_id = ?",
-    "DELETE FROM session_heads WHERE tenant_id = ? AND subject_id = ?",
+#: The sessions a forget covers: every session of the subject but those whose head was
+#: created after the forget's time (ISO times sort as text), so any left without a head
+#: (a remnant nothing serves) goes too.
+_FORGOTTEN_SESSIONS = (
+    "SELECT session_id FROM session_heads WHERE tenant_id = ? AND subject_id = ? "
+    "UNION SELECT session_id FROM session_messages WHERE tenant_id = ? AND subject_id = ? "
+    "UNION SELECT session_id FROM session_summaries WHERE tenant_id = ? AND subject_id = ? "
+    "UNION SELECT session_id FROM session_receipts WHERE tenant_id = ? AND subject_id = ? "
+    "EXCEPT SELECT session_id FROM session_heads WHERE tenant_id = ? AND subject_id = ? "
+    "AND created_at > ?"
 )
 #: Expired rows whose head is not (yet) expired or is gone: one batch each.
 _SWEEP_ROWS = (
@@ -347,11 +351,14 @@ class SqliteSessionStore:
                 raise ConditionFailed(Conflict.ABSENT)
             return 1 + sum(conn.execute(statement, key).rowcount for statement in rest)
 
-    def forget_subject(self, tenant_id: str, subject_id: str) -> int:
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+        owner = (tenant_id, subject_id)
         with self.db.write() as conn:
+            doomed = [r[0] for r in conn.execute(_FORGOTTEN_SESSIONS, (*owner * 5, iso(before)))]
             return sum(
-                conn.execute(statement, (tenant_id, subject_id)).rowcount
-                for statement in _DELETE_SUBJECT
+                conn.execute(statement, (*owner, session_id)).rowcount
+                for session_id in doomed
+                for statement in _DELETE_SESSION
             )
 
     # ------------------------------------------------------------------ expiry
