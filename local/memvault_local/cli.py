@@ -10,10 +10,15 @@ import sys
 import uuid
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlparse
 
 from memvault import __version__
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from memvault.client import MemvaultClient
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
 Command = Callable[[argparse.Namespace], int]
@@ -45,30 +50,37 @@ def _print_deletion(d: dict[str, Any]) -> None:
         print(f"    {c['copy']:<12} {c['status']}{reason}")
 
 
-def _show(args: argparse.Namespace, response: Any, render: Callable[[Any], None]) -> int:
-    if not response.ok:
-        error = (response.body or {}).get("error", {})
+def _show(
+    args: argparse.Namespace,
+    ask: Callable[[MemvaultClient], BaseModel],
+    render: Callable[[Any], None],
+) -> int:
+    """Ask the API through the SDK; print the answer (or the error) as the CLI always has."""
+    from memvault.client import ConnectionFailed, MemvaultError
+
+    try:
+        with _client(args) as client:
+            body = ask(client).model_dump(mode="json")
+    except ConnectionFailed:
+        raise  # main() says the endpoint could not be reached
+    except MemvaultError as err:
         if args.json:
-            print(json.dumps(response.body, indent=2, ensure_ascii=False))
+            print(json.dumps(err.to_body(), indent=2, ensure_ascii=False))
         else:
-            print(
-                f"error: {error.get('code', response.status)} ({response.status}): "
-                f"{error.get('message', '')}",
-                file=sys.stderr,
-            )
+            print(f"error: {err.code} ({err.status}): {err.message}", file=sys.stderr)
         return 1
     if args.json:
-        print(json.dumps(response.body, indent=2, ensure_ascii=False))
+        print(json.dumps(body, indent=2, ensure_ascii=False))
     else:
-        render(response.body)
+        render(body)
     return 0
 
 
 # ---------------------------------------------------------------------------- client
 
 
-def _client(args: argparse.Namespace) -> Any:
-    from memvault_local.client import ApiClient
+def _client(args: argparse.Namespace) -> MemvaultClient:
+    from memvault.client import MemvaultClient
 
     token = args.token or os.environ.get("MEMVAULT_TOKEN")
     if not token and urlparse(args.endpoint).hostname in ("127.0.0.1", "localhost"):
@@ -81,11 +93,7 @@ def _client(args: argparse.Namespace) -> Any:
             scope="memory:read memory:write memory:delete subjects:any",
             max_sensitivity="pii",
         )
-    return ApiClient(args.endpoint, token)
-
-
-def _memories(subject: str) -> str:
-    return f"/v1/subjects/{subject}/memories"
+    return MemvaultClient(args.endpoint, token=token)
 
 
 def cmd_write(args: argparse.Namespace) -> int:
@@ -109,28 +117,24 @@ def cmd_write(args: argparse.Namespace) -> int:
             body[field] = value
     if body["source"]["ref"] is None:
         del body["source"]["ref"]
-    response = _client(args).call("POST", _memories(args.subject), body=body)
-    return _show(args, response, _print_memory)
+    return _show(args, lambda api: api.write_memory(args.subject, body), _print_memory)
 
 
 def cmd_get(args: argparse.Namespace) -> int:
-    response = _client(args).call("GET", f"{_memories(args.subject)}/{args.memory_id}")
-    return _show(args, response, _print_memory)
+    return _show(args, lambda api: api.get_memory(args.subject, args.memory_id), _print_memory)
 
 
 def cmd_list(args: argparse.Namespace) -> int:
-    response = _client(args).call(
-        "GET",
-        _memories(args.subject),
-        query={
-            "kind": args.kind,
-            "canonical_key": args.key,
-            "tag": args.tag,
-            "status": args.status,
-            "limit": args.limit,
-            "next_token": args.next_token,
-        },
-    )
+    def ask(api: MemvaultClient) -> BaseModel:
+        return api.list_memories(
+            args.subject,
+            kind=args.kind,
+            canonical_key=args.key,
+            tag=args.tag,
+            status=args.status,
+            limit=args.limit,
+            next_token=args.next_token,
+        )
 
     def render(body: dict[str, Any]) -> None:
         for m in body["items"]:
@@ -140,32 +144,26 @@ def cmd_list(args: argparse.Namespace) -> int:
             + (f"; more with --next-token {body['next_token']})" if body.get("next_token") else ")")
         )
 
-    return _show(args, response, render)
+    return _show(args, ask, render)
 
 
 def cmd_history(args: argparse.Namespace) -> int:
-    response = _client(args).call("GET", f"{_memories(args.subject)}/{args.memory_id}/history")
-
     def render(body: dict[str, Any]) -> None:
         for m in body["versions"]:
             _print_memory(m)
 
-    return _show(args, response, render)
+    return _show(args, lambda api: api.memory_history(args.subject, args.memory_id), render)
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
-    response = _client(args).call("DELETE", f"{_memories(args.subject)}/{args.memory_id}")
-    return _show(args, response, _print_deletion)
+    return _show(args, lambda api: api.delete_memory(args.subject, args.memory_id), _print_deletion)
 
 
 def cmd_forget(args: argparse.Namespace) -> int:
-    response = _client(args).call("DELETE", _memories(args.subject))
-    return _show(args, response, _print_deletion)
+    return _show(args, lambda api: api.forget_subject(args.subject), _print_deletion)
 
 
 def cmd_export(args: argparse.Namespace) -> int:
-    response = _client(args).call("GET", f"/v1/subjects/{args.subject}/export")
-
     def render(body: dict[str, Any]) -> None:
         print(
             f"export of {body['subject_id']} at {body['exported_at']}: "
@@ -174,12 +172,11 @@ def cmd_export(args: argparse.Namespace) -> int:
         for m in body["memories"]:
             _print_memory(m)
 
-    return _show(args, response, render)
+    return _show(args, lambda api: api.export_subject(args.subject), render)
 
 
 def cmd_deletion_status(args: argparse.Namespace) -> int:
-    response = _client(args).call("GET", f"/v1/deletions/{args.deletion_id}")
-    return _show(args, response, _print_deletion)
+    return _show(args, lambda api: api.deletion_status(args.deletion_id), _print_deletion)
 
 
 # ----------------------------------------------------------------------- local only

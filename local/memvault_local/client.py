@@ -1,4 +1,6 @@
-"""A small HTTP client for the CLI's memory commands."""
+"""A tiny urllib client that returns raw answers (status, JSON body, headers), for the
+end-to-end tests, the benchmarks and ``RunningStack.client``. The CLI and applications
+use the SDK, ``memvault.client``."""
 
 from __future__ import annotations
 

@@ -414,3 +414,65 @@ def test_forgetting_a_subject_deletes_their_runs_and_only_theirs(
     with pytest.raises(NotFound):
         runs.get(me(), "run-1")
     assert runs.get(other, "run-2").version == 1
+
+
+def test_an_event_of_any_type_is_recorded_once_and_changes_nothing(runs: RunService) -> None:
+    """A webhook or tool callback the agent runtime received: any dotted type, with a
+    bounded JSON payload, recorded idempotently by its event_id; only the known types
+    change the run."""
+    start(runs)
+    push = RunEvent(
+        event_id="gh-1",
+        type="github.pull_request.merged",
+        payload={"number": 42, "labels": ["ok"], "merged": True, "by": {"login": "octo"}},
+    )
+    first = runs.deliver_event(me(), "run-1", push)
+    assert (first["duplicate"], first["applied"]) == (False, False)
+    assert first["checkpoint"].version == 2  # unchanged
+
+    again = runs.deliver_event(me(), "run-1", push)
+    assert (again["duplicate"], again["applied"]) == (True, False)
+    changed = push.model_copy(update={"payload": {"number": 43}})
+    with pytest.raises(IdempotencyKeyReused):
+        runs.deliver_event(me(), "run-1", changed)
+    # A known type keeps its effect, with or without a payload.
+    cancel = RunEvent(event_id="c-1", type="cancel.requested", payload={"reason": "user"})
+    assert runs.deliver_event(me(), "run-1", cancel)["checkpoint"].status is RunStatus.CANCELLED
+
+
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"event_id": "e", "type": "has space"},
+        {"event_id": "e", "type": ".leading.dot"},
+        {"event_id": "e", "type": "x" * 129},
+        {"event_id": "e", "type": "ok", "payload": ["not", "an", "object"]},
+        {"event_id": "e", "type": "ok", "payload": {"blob": "x" * 16_400}},
+    ],
+)
+def test_an_event_type_or_payload_out_of_bounds_is_refused(body: dict[str, Any]) -> None:
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        RunEvent.model_validate(body)
+
+
+def test_an_event_without_a_payload_keeps_the_digest_receipts_had_before(
+    runs: RunService,
+) -> None:
+    """A receipt recorded before events had payloads holds the digest of the event's
+    three fields: an event without a payload is fingerprinted the same way, so its
+    replay is still recognised as a duplicate after the upgrade."""
+    import hashlib
+    import json
+
+    from memvault.storage.ports.runs import run_key
+
+    start(runs)
+    old = {"event_id": "e-1", "type": "cancel.requested", "approval_id": None}
+    before = hashlib.sha256(
+        json.dumps(old, sort_keys=True, separators=(",", ":")).encode()
+    ).hexdigest()
+    runs.deliver_event(me(), "run-1", RunEvent.model_validate(old))
+    receipt = runs.store.receipt("acme", run_key("u-1", "run-1"), "e-1", now=runs.clock.now())
+    assert receipt is not None and receipt.fingerprint == before

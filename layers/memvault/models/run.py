@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from enum import StrEnum
-from typing import Any, Literal
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
 from memvault.models.types import SubjectId, storable_number
 
@@ -136,14 +137,47 @@ class RecordOperation(BaseModel):
     result_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
 
 
+#: The event types with an effect on the run; any other type is recorded and changes
+#: nothing (a webhook or tool callback the agent runtime received).
+KNOWN_EVENTS = frozenset({"approval.granted", "approval.rejected", "cancel.requested"})
+#: The largest event payload, serialized as JSON.
+EVENT_PAYLOAD_MAX_BYTES = 16_384
+
+
 class RunEvent(BaseModel):
-    """An external event; its id makes delivery idempotent."""
+    """An external event; its id makes delivery idempotent. Its ``type`` is any dotted
+    name (``approval.granted``, ``github.push``); the known types have their effects."""
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     event_id: str = Field(min_length=1, max_length=128)
-    type: Literal["approval.granted", "approval.rejected", "cancel.requested"]
+    type: str = Field(
+        min_length=1,
+        max_length=128,
+        pattern=r"^[A-Za-z0-9][A-Za-z0-9_-]*(\.[A-Za-z0-9_-]+)*$",
+        description="a dotted name of letters, digits, _ and -; "
+        + ", ".join(sorted(KNOWN_EVENTS))
+        + " change the run, any other is recorded",
+    )
     approval_id: str | None = Field(default=None, min_length=1, max_length=128)
+    #: What came with the event: part of its identity (the same id with another payload
+    #: is refused), never stored (only its hash is).
+    payload: dict[str, JsonValue] | None = Field(
+        default=None,
+        description=f"a JSON object of at most {EVENT_PAYLOAD_MAX_BYTES} bytes; only its "
+        "hash is kept",
+    )
+
+    @field_validator("payload")
+    @classmethod
+    def _bounded(cls, value: dict[str, JsonValue] | None) -> dict[str, JsonValue] | None:
+        if value is not None:
+            size = len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+            if size > EVENT_PAYLOAD_MAX_BYTES:
+                raise ValueError(
+                    f"the payload is {size} bytes as JSON; at most {EVENT_PAYLOAD_MAX_BYTES}"
+                )
+        return value
 
 
 class Operation(BaseModel):

@@ -29,6 +29,7 @@ from memvault.errors import (
 )
 from memvault.models.access import AccessContext, Scope
 from memvault.models.run import (
+    KNOWN_EVENTS,
     OPERATION_TRANSITIONS,
     TERMINAL,
     TRANSITIONS,
@@ -399,10 +400,21 @@ class RunService:
     ) -> dict[str, Any]:
         """Apply an external event once: its receipt and its effect commit together."""
         ctx.require(Scope.RUNS_WRITE)
+        # The payload is never stored (only its hash, in the fingerprint): its text is
+        # not scanned; what is kept (id, type) is.
         refuse_secrets(
-            [("event_id", event.event_id), ("approval_id", event.approval_id)], "the event"
+            [
+                ("event_id", event.event_id),
+                ("type", event.type),
+                ("approval_id", event.approval_id),
+            ],
+            "the event",
         )
-        fingerprint = _digest(event.model_dump(mode="json"))
+        # Without a payload, the digest is what it was before events carried one, so a
+        # receipt recorded then still recognises its replay.
+        fingerprint = _digest(
+            event.model_dump(mode="json", exclude={"payload"} if event.payload is None else None)
+        )
         for _ in range(5):
             key, stored = self._load(ctx, run_id, subject_id)
             current = stored.checkpoint
@@ -460,8 +472,8 @@ class RunService:
 
     def _effect(self, cp: Checkpoint, event: RunEvent) -> dict[str, Any] | None:
         """The checkpoint change an event causes, or None when it changes nothing."""
-        if cp.status in TERMINAL:
-            return None
+        if cp.status in TERMINAL or event.type not in KNOWN_EVENTS:
+            return None  # recorded, changing nothing
         if event.type == "cancel.requested":
             return {"status": RunStatus.CANCELLED, "step": "cancelled"}
         if event.approval_id is None or event.approval_id not in cp.pending_approvals:
