@@ -242,6 +242,12 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return demo.main(sys.stdout)
 
 
+def cmd_mcp(args: argparse.Namespace) -> int:
+    from memvault.mcp.cli import run_args
+
+    return run_args(args)
+
+
 def _model(name: str) -> Command:
     def run(args: argparse.Namespace) -> int:
         from memvault_local import model
@@ -348,6 +354,15 @@ def _parser() -> argparse.ArgumentParser:
         help="KMS deletion waiting period",
     )
     off.set_defaults(func=_admin("run_offboard"))
+
+    from memvault.mcp.config import add_arguments as add_mcp_arguments
+
+    mcp = commands.add_parser(
+        "mcp",
+        help="serve the memory tools to an MCP host (stdio, or streamable HTTP on 127.0.0.1)",
+    )
+    add_mcp_arguments(mcp)
+    mcp.set_defaults(func=cmd_mcp)
 
     def api_command(
         name: str, help_text: str, func: Command, *positionals: str
