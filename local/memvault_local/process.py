@@ -77,8 +77,11 @@ class RunningStack:
         self.finish(timeout)
 
 
-def start_stack(home: Path, port: int | None = None, **extra_env: str) -> RunningStack:
-    """Start `memvault run` with a clean environment plus ``extra_env``."""
+def start_stack(
+    home: Path, port: int | None = None, *, python: str | None = None, **extra_env: str
+) -> RunningStack:
+    """Start `memvault run` with a clean environment plus ``extra_env``, on ``python``
+    (this interpreter unless another, e.g. a fresh virtualenv's)."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "MEMVAULT_"))}
     env.update(
         {
@@ -88,8 +91,8 @@ def start_stack(home: Path, port: int | None = None, **extra_env: str) -> Runnin
         }
     )
     env.update(extra_env)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "memvault_local.cli", "run"],
+    process = subprocess.Popen(  # noqa: S603 - an interpreter the caller names, fixed arguments
+        [python or sys.executable, "-m", "memvault_local.cli", "run"],
         env=env,
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,

