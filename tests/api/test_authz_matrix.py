@@ -107,6 +107,7 @@ ACCEPTED: dict[tuple[str, str], frozenset[str]] = {
     ("DELETE", SESSION): frozenset({"sessions:write"}),
     ("PUT", RUN): frozenset({"runs:write"}),
     ("GET", RUN): frozenset({"runs:write"}),
+    ("GET", f"{RUN}/versions/{{version}}"): frozenset({"runs:write"}),
     ("POST", f"{RUN}/checkpoints"): frozenset({"runs:write"}),
     ("PUT", f"{RUN}/operations/{{operation_id}}"): frozenset({"runs:write"}),
     ("POST", f"{RUN}/events"): frozenset({"runs:write"}),
@@ -351,6 +352,8 @@ PROBES: tuple[Probe, ...] = (
           body=_same_run, looks="run", sees=("run_secret",)),
     Probe("GET", RUN, "world", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
           sees=("run_secret",)),
+    Probe("GET", f"{RUN}/versions/{{version}}", "world", 200,
+          (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V), sees=("run_secret",)),
     Probe("POST", f"{RUN}/checkpoints", "run", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
           body=lambda v, _: {"expected_version": 1, "status": "RUNNING", "step": "hijacked"},
           looks="run"),
@@ -582,7 +585,7 @@ class Lab:
     def request(
         self, probe: Probe, v: Victim, caller: Principal | None
     ) -> tuple[str, Any, dict[str, str] | None]:
-        params = {"operation_id": "op-9", **v.ids}
+        params = {"operation_id": "op-9", "version": 1, **v.ids}
         path = probe.path.format_map(params)
         body = probe.body(v, caller or v.owner) if probe.body else None
         query = {name: v.owner.subject for name in self.queries.get(probe.route, ())}

@@ -258,6 +258,13 @@ def get_run(run_id: str, *, subject_id: str | None = None) -> Call[Checkpoint]:
     return _call("run.get", Checkpoint, params={"run_id": run_id}, query=query)
 
 
+def get_run_version(
+    run_id: str, version: int, *, subject_id: str | None = None
+) -> Call[Checkpoint]:
+    params = {"run_id": run_id, "version": str(version)}
+    return _call("run.version", Checkpoint, params=params, query=_query(subject_id=subject_id))
+
+
 def advance_run(
     run_id: str, body: Advance | Mapping[str, Any], *, subject_id: str | None = None
 ) -> Call[Checkpoint]:

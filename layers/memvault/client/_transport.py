@@ -27,6 +27,7 @@ OPERATIONS: Mapping[str, tuple[str, str]] = {
     "session.end": ("DELETE", "/v1/subjects/{subject_id}/sessions/{session_id}"),
     "run.create": ("PUT", "/v1/runs/{run_id}"),
     "run.get": ("GET", "/v1/runs/{run_id}"),
+    "run.version": ("GET", "/v1/runs/{run_id}/versions/{version}"),
     "run.advance": ("POST", "/v1/runs/{run_id}/checkpoints"),
     "run.operation": ("PUT", "/v1/runs/{run_id}/operations/{operation_id}"),
     "run.event": ("POST", "/v1/runs/{run_id}/events"),

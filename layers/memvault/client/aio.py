@@ -238,6 +238,12 @@ class AsyncMemvaultClient:
     async def get_run(self, run_id: str, *, subject_id: str | None = None) -> Checkpoint:
         return await self._call(calls.get_run(run_id, subject_id=subject_id))
 
+    async def get_run_version(
+        self, run_id: str, version: int, *, subject_id: str | None = None
+    ) -> Checkpoint:
+        """One past checkpoint (version ``version``), exactly as it was written."""
+        return await self._call(calls.get_run_version(run_id, version, subject_id=subject_id))
+
     async def advance_run(
         self, run_id: str, body: Advance | Mapping[str, Any], *, subject_id: str | None = None
     ) -> Checkpoint:

@@ -225,6 +225,12 @@ class MemvaultClient:
     def get_run(self, run_id: str, *, subject_id: str | None = None) -> Checkpoint:
         return self._call(calls.get_run(run_id, subject_id=subject_id))
 
+    def get_run_version(
+        self, run_id: str, version: int, *, subject_id: str | None = None
+    ) -> Checkpoint:
+        """One past checkpoint (version ``version``), exactly as it was written."""
+        return self._call(calls.get_run_version(run_id, version, subject_id=subject_id))
+
     def advance_run(
         self, run_id: str, body: Advance | Mapping[str, Any], *, subject_id: str | None = None
     ) -> Checkpoint:

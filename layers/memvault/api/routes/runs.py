@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from typing import Annotated
+
 from aws_lambda_powertools.event_handler import Response
+from aws_lambda_powertools.event_handler.openapi.params import Path
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from memvault.api.access import caller
@@ -54,6 +57,22 @@ def create_run(run_id: RunPath, body: CreateRun) -> Response[Checkpoint]:
 def get_run(run_id: RunPath, subject_id: RunSubjectQuery = None) -> Checkpoint:
     return deps.services_for(router.current_event).runs.get(
         caller(router.current_event), run_id, subject_id
+    )
+
+
+@router.get(
+    "/v1/runs/<run_id>/versions/<version>",
+    summary="One past checkpoint, exactly as it was written (scope runs:write)",
+    responses=documented(200, Checkpoint, 403, 404),
+    tags=TAGS,
+)
+def get_run_version(
+    run_id: RunPath,
+    version: Annotated[int, Path(ge=1, le=2**53, description="a checkpoint version")],
+    subject_id: RunSubjectQuery = None,
+) -> Checkpoint:
+    return deps.services_for(router.current_event).runs.version(
+        caller(router.current_event), run_id, version, subject_id
     )
 
 
