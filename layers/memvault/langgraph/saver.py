@@ -9,7 +9,9 @@ The mapping:
   its parent. Two writers that resume the same checkpoint can never fork the thread: one
   advances, the other gets :class:`CheckpointConflict` naming the current checkpoint;
 * pending writes are merged into the head version's state, keyed by (task_id, index), so
-  a repeated ``put_writes`` adds nothing;
+  a repeated ``put_writes`` adds nothing; writes that arrive after later checkpoints were
+  put (LangGraph sends them in the background) are kept in the head's state under the
+  id of the ancestor they belong to, and read back with it;
 * a version's state names the version that holds its parent (``parent_version``), so
   ``list`` and ``get_tuple`` walk the chain with ``GET /v1/runs/{id}/versions/{n}``;
 * a serialized value too large for the run state (checkpoints are bounded, 32 KiB by
@@ -67,6 +69,8 @@ _LAYOUT = 1
 _MEDIA_TYPE = "application/json"
 #: How long put_writes waits for its checkpoint's put to land before it gives up.
 _WRITES_WAIT_S = 5.0
+#: How many checkpoints back from the head writes for an earlier checkpoint are looked for.
+_LATE_WRITES_DEPTH = 64
 #: Not an SDK call: the driver sleeps.
 _SLEEP = "__sleep__"
 _TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
@@ -170,6 +174,27 @@ def _state_size(state: dict[str, Any]) -> int:
     return len(json.dumps(state, separators=(",", ":"), ensure_ascii=False).encode())
 
 
+def _pending(
+    state: dict[str, Any], newer: Sequence[dict[str, Any]]
+) -> builtins.list[builtins.list[Any]]:
+    """A checkpoint's pending writes, ``[task_id, idx, channel, blob, task_path]`` each:
+    its state's own, then those that arrived after later checkpoints were put, kept in
+    the states of ``newer`` (any order). A (task_id, idx) is kept once: a regular write's
+    first copy, a special channel's (negative idx) last."""
+    cid = state.get("checkpoint_id")
+    entries: builtins.list[builtins.list[Any]] = list(state.get("writes", []))
+    for later in sorted(newer, key=lambda s: int(s.get("parent_version") or 0)):
+        if later.get("parent_checkpoint_id") == cid:
+            entries += later.get("parent_writes", [])  # the layout before late_writes
+        entries += [w[1:] for w in later.get("late_writes", []) if w[0] == cid]
+    kept: dict[tuple[str, int], builtins.list[Any]] = {}
+    for entry in entries:
+        key = (entry[0], entry[1])
+        if key not in kept or entry[1] < 0:
+            kept[key] = entry
+    return list(kept.values())
+
+
 def _matches(metadata: dict[str, Any], wanted: dict[str, Any] | None) -> bool:
     return not wanted or all(metadata.get(k) == v for k, v in wanted.items())
 
@@ -186,6 +211,8 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
     ``checkpoint_max_bytes``, 32 KiB by default, bounds the whole checkpoint); a larger
     state moves its largest values to the artifact store. ``artifact_retention_days``
     is the retention of those artifacts (the tenant's default when None).
+    ``writes_wait_s`` is how long ``put_writes`` waits for the put of the checkpoint its
+    writes belong to before it answers :class:`CheckpointConflict`.
     """
 
     def __init__(
@@ -198,6 +225,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         plan_version: str = "langgraph",
         inline_max_bytes: int = 24 * 1024,
         artifact_retention_days: int | None = None,
+        writes_wait_s: float = _WRITES_WAIT_S,
     ) -> None:
         super().__init__(serde=serde)
         if client is None and aclient is None:
@@ -208,6 +236,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         self.plan_version = plan_version
         self.inline_max_bytes = inline_max_bytes
         self.artifact_retention_days = artifact_retention_days
+        self.writes_wait_s = writes_wait_s
 
     # ----------------------------------------------------------------- drivers
 
@@ -410,6 +439,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         answers the artifact references the state now holds."""
         blobs: builtins.list[dict[str, Any]] = [state["checkpoint"], state["metadata"]]
         blobs += [w[3] for w in state["writes"] + state.get("parent_writes", [])]
+        blobs += [w[4] for w in state.get("late_writes", [])]
         while _state_size(state) > self.inline_max_bytes:
             inline = [b for b in blobs if "b" in b]
             if not inline:
@@ -514,39 +544,42 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         while True:
             head = yield from self._read(run_id)
             current = head.state.get("checkpoint_id") if head is not None else None
-            slot = "writes"
-            # LangGraph (durability "async") may send a task's writes after the next
-            # checkpoint landed: they are kept with that child, for this checkpoint.
-            if (
-                head is not None
-                and current != checkpoint_id
-                and head.state.get("parent_checkpoint_id") == checkpoint_id
-            ):
-                slot, current = "parent_writes", checkpoint_id
-            if head is None or current != checkpoint_id or head.status in _TERMINAL:
+            found: tuple[str, builtins.list[builtins.list[Any]]] | None = None
+            if head is not None and head.status not in _TERMINAL:
+                found = yield from self._writes_slot(run_id, head, checkpoint_id)
+            if head is None or found is None:
                 # LangGraph may send a checkpoint's writes while its put is still in
                 # flight (durability "async"): give that put a moment to land.
-                if waited < _WRITES_WAIT_S and (head is None or head.status not in _TERMINAL):
+                if waited < self.writes_wait_s and (head is None or head.status not in _TERMINAL):
                     delay = min(0.2, 0.01 + waited / 4)
                     yield _Op(_SLEEP, (delay,))
                     waited += delay
                     continue
                 raise self._conflict(thread_id, checkpoint_ns, checkpoint_id, current)
+            slot, known = found
             state = json.loads(json.dumps(head.state))  # a deep copy to change
             state.setdefault(slot, [])
-            existing = {(w[0], w[1]): n for n, w in enumerate(state[slot])}
+            # Where this checkpoint's writes stand so far: its own, and late ones kept in
+            # the versions after it (the head's included).
+            existing = {(w[0], w[1]): w for w in known}
             changed = False
             for idx, channel, blob in packed:
-                at = existing.get((task_id, idx))
-                if at is not None and idx >= 0:
-                    continue  # written before: (task_id, index) is written once
                 entry = [task_id, idx, channel, blob, task_path]
-                if at is None:
-                    state[slot].append(entry)
-                elif state[slot][at] != entry:
-                    state[slot][at] = entry  # the special channels keep the last
+                before = existing.get((task_id, idx))
+                if before is not None and (idx >= 0 or before == entry):
+                    continue  # written before: (task_id, index) is written once
+                if slot == "writes":
+                    at = next(
+                        (n for n, w in enumerate(state[slot]) if (w[0], w[1]) == (task_id, idx)),
+                        None,
+                    )
+                    if at is None:
+                        state[slot].append(entry)
+                    else:
+                        state[slot][at] = entry  # the special channels keep the last
                 else:
-                    continue
+                    state[slot].append([checkpoint_id, *entry])
+                existing[(task_id, idx)] = entry
                 changed = True
             if not changed:
                 return None
@@ -563,6 +596,41 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             except VersionConflict:
                 continue  # another task's writes landed: merge with them and retry
             return None
+
+    def _writes_slot(
+        self, run_id: str, head: RunCheckpoint, checkpoint_id: str
+    ) -> _Flow[tuple[str, builtins.list[builtins.list[Any]]] | None]:
+        """Where writes for ``checkpoint_id`` go in the head's state, with the writes that
+        checkpoint already has; None when it is not on the thread's line (yet).
+
+        The head's own writes go to ``writes``. LangGraph (durability "async") sends a
+        task's writes without waiting for the checkpoints put after them, so the thread
+        may be one or more checkpoints further on when they arrive: writes for an
+        ancestor of the head are kept in the head's ``late_writes`` under that ancestor's
+        id, and read back with it. Writes for a checkpoint that is not an ancestor (one
+        whose put lost a race) are refused, so a fork never gets writes either.
+        """
+        if head.state.get("checkpoint_id") == checkpoint_id:
+            return "writes", _pending(head.state, [])
+        current = head.state.get("checkpoint_id")
+        if current is None or (
+            isinstance(current, str) and isinstance(checkpoint_id, str) and checkpoint_id > current
+        ):
+            return None  # newer than the head (checkpoint ids sort by time): still in flight
+        newer: builtins.list[dict[str, Any]] = []
+        state: dict[str, Any] | None = head.state
+        for _ in range(_LATE_WRITES_DEPTH):
+            if state is None or state.get("checkpoint_id") is None:
+                return None
+            if state["checkpoint_id"] == checkpoint_id:
+                return "late_writes", _pending(state, newer)
+            newer.append(state)
+            parent_version = state.get("parent_version")
+            if not parent_version:
+                return None
+            older = yield from self._version(run_id, int(parent_version))
+            state = older.state
+        return None
 
     # -------------------------------------------------------------------- read
 
@@ -589,13 +657,12 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         thread_id: str,
         checkpoint_ns: str,
         state: dict[str, Any],
-        child: dict[str, Any] | None,
+        newer: builtins.list[dict[str, Any]],
     ) -> _Flow[CheckpointTuple]:
         checkpoint = yield from self._unpack(state["checkpoint"])
         metadata = yield from self._unpack(state["metadata"])
         writes = []
-        late = child.get("parent_writes", []) if child is not None else []
-        for task_id, _idx, channel, blob, _path in state["writes"] + late:
+        for task_id, _idx, channel, blob, _path in _pending(state, newer):
             value = yield from self._unpack(blob)
             writes.append((task_id, channel, value))
         parent = state.get("parent_checkpoint_id")
@@ -635,8 +702,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         if not states or (wanted and states[-1]["checkpoint_id"] != wanted):
             return None
         at = len(states) - 1 if wanted else 0
-        child = states[at - 1] if at > 0 else None
-        found = yield from self._tuple(thread_id, checkpoint_ns, states[at], child)
+        found = yield from self._tuple(thread_id, checkpoint_ns, states[at], states[:at])
         return found
 
     def _list(
@@ -660,7 +726,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             namespaces = list(registry.state.get("namespaces", [])) if registry else []
         only = get_checkpoint_id(config)
         before_id = get_checkpoint_id(before) if before is not None else None
-        found: builtins.list[tuple[str, str, dict[str, Any], dict[str, Any] | None]] = []
+        found: builtins.list[tuple[str, str, dict[str, Any], builtins.list[dict[str, Any]]]] = []
         for ns in namespaces:
             run_id = self.checkpoint_run_id(thread_id, ns, generation)
             head = yield from self._read(run_id)
@@ -673,17 +739,17 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
                     continue
                 if before_id is not None and cid >= before_id:
                     continue
-                found.append((cid, ns, state, states[at - 1] if at > 0 else None))
+                found.append((cid, ns, state, states[:at]))
         found.sort(key=lambda item: item[0], reverse=True)
         out: builtins.list[CheckpointTuple] = []
-        for _cid, ns, state, child in found:
+        for _cid, ns, state, newer in found:
             if limit is not None and len(out) >= limit:
                 break
             if wanted:
                 metadata = yield from self._unpack(state["metadata"])
                 if not _matches(metadata, wanted):
                     continue
-            item = yield from self._tuple(thread_id, ns, state, child)
+            item = yield from self._tuple(thread_id, ns, state, newer)
             out.append(item)
         return out
 
@@ -740,4 +806,5 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
     def _artifacts_of(state: dict[str, Any]) -> set[str]:
         blobs = [state.get("checkpoint", {}), state.get("metadata", {})]
         blobs += [w[3] for w in state.get("writes", []) + state.get("parent_writes", [])]
+        blobs += [w[4] for w in state.get("late_writes", [])]
         return {b["a"] for b in blobs if "a" in b}
