@@ -4,7 +4,7 @@ transactions, and the one place where ``ClientError`` codes become domain errors
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Any
@@ -276,6 +276,26 @@ class Dynamo:
             if "LastEvaluatedKey" not in page:
                 return
             params["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def put_many(self, table: str, items: Sequence[Mapping[str, Any]]) -> None:
+        """Put items in batches of 25 (not atomic; each put is whole); unprocessed ones
+        are retried with backoff."""
+        name = self.names[table]
+        for start in range(0, len(items), 25):
+            pending: dict[str, Any] = {
+                name: [{"PutRequest": {"Item": to_item(i)}} for i in items[start : start + 25]]
+            }
+            for attempt in range(8):
+                try:
+                    out = self.client.batch_write_item(RequestItems=pending)
+                except ClientError as err:
+                    raise map_client_error(err) from err
+                pending = out.get("UnprocessedItems") or {}
+                if not pending:
+                    break
+                time.sleep(min(0.05 * 2**attempt, 1.0))
+            if pending:
+                raise Throttled("the store did not write every item; retry", {"retryable": True})
 
     def delete_many(self, table: str, item_keys: list[tuple[str, str]]) -> int:
         """Delete items in batches of 25 (idempotent); unprocessed ones are retried."""

@@ -14,6 +14,7 @@ from memvault.storage.ports.memory import MemoryRecords
 from memvault.storage.ports.objects import ObjectStore
 from memvault.storage.ports.runs import RunStore
 from memvault.storage.ports.sessions import SessionStore
+from memvault.storage.ports.traces import TraceStore
 
 
 @dataclass
@@ -23,6 +24,8 @@ class Stores:
     runs: RunStore
     artifacts: ArtifactStore
     objects: ObjectStore
+    #: Recall traces, served links and feedback (ids only).
+    traces: TraceStore
     #: Local mode: the database file; ``sweepers`` play DynamoDB TTL on it.
     database: Any = None
     sweepers: list[Any] = field(default_factory=list)
@@ -37,6 +40,7 @@ def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: An
     from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.storage.dynamodb.runs import DynamoRunStore
     from memvault.storage.dynamodb.sessions import DynamoSessionStore
+    from memvault.storage.dynamodb.traces import DynamoTraceStore
     from memvault.storage.s3.objects import AliasKeys, S3ObjectStore
     from memvault.storage.tables import table_names
 
@@ -52,6 +56,7 @@ def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: An
         objects=S3ObjectStore(
             s3, settings.artifacts_bucket, keys or AliasKeys(settings.tenant_key_alias_prefix)
         ),
+        traces=DynamoTraceStore(db),
     )
 
 
@@ -70,6 +75,7 @@ def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     from memvault.storage.sqlite.runs import SqliteRunStore
     from memvault.storage.sqlite.schema import MIGRATIONS
     from memvault.storage.sqlite.sessions import SqliteSessionStore
+    from memvault.storage.sqlite.traces import SqliteTraceStore
 
     folder = data_folder(settings)
     database = Database(folder / "memvault.db", MIGRATIONS, synchronous=settings.sqlite_synchronous)
@@ -77,12 +83,14 @@ def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     sessions = SqliteSessionStore(database)
     runs = SqliteRunStore(database, reference_artifact=sqlite_artifacts.add_reference)
     artifacts = SqliteArtifactStore(database)
+    traces = SqliteTraceStore(database)
     return Stores(
         memory=memory,
         sessions=sessions,
         runs=runs,
         artifacts=artifacts,
         objects=LocalObjectStore(folder, settings.local_url, clock),
+        traces=traces,
         database=database,
-        sweepers=[memory, sessions, runs, artifacts],
+        sweepers=[memory, sessions, runs, artifacts, traces],
     )

@@ -3,7 +3,7 @@ statements; a released migration never changes, a new one is appended."""
 
 from __future__ import annotations
 
-from memvault.storage.sqlite import artifacts, memory, runs, sessions
+from memvault.storage.sqlite import artifacts, memory, runs, sessions, traces
 from memvault.storage.sqlite.db import OUTBOX_SCHEMA, Migration
 
 INITIAL: tuple[str, ...] = (
@@ -17,4 +17,5 @@ INITIAL: tuple[str, ...] = (
 MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", INITIAL),
     Migration(2, "session sensitivity", sessions.SENSITIVITY),
+    Migration(3, "recall traces, served links and feedback", traces.SCHEMA),
 )

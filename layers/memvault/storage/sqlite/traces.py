@@ -1,0 +1,146 @@
+"""``TraceStore`` on SQLite: one table mirroring the DynamoDB items (tenant, subject,
+sort key), the record as JSON, and ``ttl`` (epoch seconds) that ``sweep_expired`` plays
+DynamoDB TTL with; reads check ``expires_at`` themselves. A recall's trace and its
+served links are one transaction."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from memvault.clock import iso
+from memvault.storage import trace_items as ti
+from memvault.storage.ports.traces import Feedback, RecallTrace, ServedLink
+from memvault.storage.sqlite.db import Database, dumps, loads
+
+SCHEMA: tuple[str, ...] = (
+    """CREATE TABLE trace_items (
+        tenant_id TEXT NOT NULL,
+        subject_id TEXT NOT NULL,
+        sk TEXT NOT NULL,
+        at TEXT NOT NULL,
+        chain_id TEXT,
+        expires_at TEXT NOT NULL,
+        ttl INTEGER NOT NULL,
+        body TEXT NOT NULL,
+        PRIMARY KEY (tenant_id, subject_id, sk)
+    ) WITHOUT ROWID""",
+    "CREATE INDEX trace_items_ttl ON trace_items (ttl)",
+)
+
+_INSERT = "INSERT OR REPLACE INTO trace_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
+
+
+class SqliteTraceStore:
+    def __init__(self, db: Database) -> None:
+        self.db = db
+
+    def _put(self, rows: list[tuple[str, str, str, dict[str, Any], datetime]]) -> None:
+        with self.db.write() as conn:
+            conn.executemany(
+                _INSERT,
+                [
+                    (
+                        t,
+                        s,
+                        sk,
+                        item["at"],
+                        item.get("chain_id"),
+                        iso(exp),
+                        int(exp.timestamp()),
+                        dumps(item),
+                    )
+                    for t, s, sk, item, exp in rows
+                ],
+            )
+
+    def record_recall(self, trace: RecallTrace) -> None:
+        t, s = trace.tenant_id, trace.subject_id
+        expires = iso(trace.expires_at)
+        rows = [(t, s, ti.recall_sk(trace.recall_id), ti.recall_item(trace), trace.expires_at)]
+        rows += [
+            (t, s, ti.served_sk(link), ti.link_item(link, expires), trace.expires_at)
+            for link in ti.links(trace)
+        ]
+        self._put(rows)
+
+    def recall(
+        self, tenant_id: str, subject_id: str, recall_id: str, now: datetime
+    ) -> RecallTrace | None:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT body FROM trace_items WHERE tenant_id = ? AND subject_id = ? "
+                "AND sk = ? AND expires_at > ?",
+                (tenant_id, subject_id, ti.recall_sk(recall_id), iso(now)),
+            ).fetchone()
+        return None if row is None else ti.recall_from(loads(row["body"]))
+
+    def _prefixed(
+        self, tenant_id: str, subject_id: str, prefix: str, now: datetime, limit: int | None
+    ) -> list[dict[str, Any]]:
+        # ``~`` sorts after every character a sort key holds: the prefix's upper bound.
+        query = (
+            "SELECT body FROM trace_items WHERE tenant_id = ? AND subject_id = ? "
+            "AND sk >= ? AND sk < ? AND expires_at > ? ORDER BY sk DESC"
+        )
+        params: tuple[Any, ...] = (tenant_id, subject_id, prefix, prefix + "~", iso(now))
+        if limit is not None:
+            query += " LIMIT ?"
+            params += (limit,)
+        with self.db.read() as conn:
+            return [loads(r["body"]) for r in conn.execute(query, params).fetchall()]
+
+    def served(
+        self, tenant_id: str, subject_id: str, chain_id: str, now: datetime, limit: int = 50
+    ) -> list[ServedLink]:
+        items = self._prefixed(tenant_id, subject_id, ti.served_prefix(chain_id), now, limit)
+        return [ti.link_from(i) for i in items]
+
+    def add_feedback(self, feedback: Feedback) -> None:
+        self._put(
+            [
+                (
+                    feedback.tenant_id,
+                    feedback.subject_id,
+                    ti.feedback_sk(feedback),
+                    ti.feedback_item(feedback),
+                    feedback.expires_at,
+                )
+            ]
+        )
+
+    def feedback(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        now: datetime,
+        *,
+        chain_id: str | None = None,
+        limit: int = 100,
+    ) -> list[Feedback]:
+        items = self._prefixed(tenant_id, subject_id, ti.FEEDBACK, now, None)
+        out = [ti.feedback_from(i) for i in items if chain_id is None or i["chain_id"] == chain_id]
+        return out[:limit]
+
+    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "DELETE FROM trace_items WHERE tenant_id = ? AND subject_id = ? AND at <= ?",
+                (tenant_id, subject_id, iso(before)),
+            )
+            return int(cur.rowcount)
+
+    def forget_chain(self, tenant_id: str, subject_id: str, chain_id: str) -> int:
+        with self.db.write() as conn:
+            cur = conn.execute(
+                "DELETE FROM trace_items WHERE tenant_id = ? AND subject_id = ? "
+                "AND chain_id = ? AND (sk LIKE 'SERVED#%' OR sk LIKE 'FEEDBACK#%')",
+                (tenant_id, subject_id, chain_id),
+            )
+            return int(cur.rowcount)
+
+    def sweep_expired(self, now_epoch: int) -> int:
+        """Delete rows past their ttl (the local stand-in for DynamoDB TTL)."""
+        with self.db.write() as conn:
+            cur = conn.execute("DELETE FROM trace_items WHERE ttl < ?", (now_epoch,))
+            return int(cur.rowcount)

@@ -1,0 +1,187 @@
+"""The trace store's conformance suite: every test runs against both adapters.
+
+- ``dynamodb``: ``DynamoTraceStore`` on moto (items in the audit table, partition
+  ``<tenant>#~traces#<subject>``). moto ignores TTL: expired items stay in its table
+  until deleted, so these tests prove the adapter's own expiry check on read, which real
+  DynamoDB needs as well (its TTL deletes lazily, up to days late).
+- ``sqlite``: ``SqliteTraceStore`` on a file under ``tmp_path``; its ``sweep_expired``
+  plays DynamoDB TTL.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import replace
+from datetime import UTC, datetime, timedelta
+from typing import Any
+
+import pytest
+
+from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.traces import DynamoTraceStore
+from memvault.storage.ports.traces import (
+    DroppedCandidate,
+    Feedback,
+    RecallTrace,
+    ServedItem,
+    TraceStore,
+)
+from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.traces import SqliteTraceStore
+
+NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
+LATER = NOW + timedelta(days=30)
+
+
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def store(request: pytest.FixtureRequest) -> Iterator[TraceStore]:
+    if request.param == "dynamodb":
+        db: Dynamo = request.getfixturevalue("dynamo")
+        yield DynamoTraceStore(db)
+    else:
+        database: Database = request.getfixturevalue("database")
+        yield SqliteTraceStore(database)
+
+
+def _trace(recall_id: str, at: datetime = NOW, **kw: Any) -> RecallTrace:
+    base = RecallTrace(
+        recall_id=recall_id,
+        tenant_id="t1",
+        subject_id="u1",
+        at=at,
+        expires_at=at + timedelta(days=30),
+        caller="agent:planner",
+        run_id="run-1",
+        task_id=None,
+        query_hash="ab" * 16,
+        filters={"kinds": ["semantic"], "tags": 1, "max_sensitivity": "internal"},
+        candidates={"exact_key": 0, "keyword": 3, "vector": 4, "fused": 5},
+        dropped=(DroppedCandidate("chn_a", "mem_a", "deleted"),),
+        returned=(ServedItem("mem_b", "chn_b", 2, 1), ServedItem("mem_c", "chn_c", 1, 2)),
+        embedding_model="hashing@1",
+        index_version="memories--hashing",
+        timings={"embed": 1.5, "total": 3.25},
+    )
+    return replace(base, **kw)
+
+
+def _feedback(fid: str, at: datetime = NOW, chain_id: str = "chn_b", **kw: Any) -> Feedback:
+    return replace(
+        Feedback(
+            feedback_id=fid,
+            tenant_id="t1",
+            subject_id="u1",
+            at=at,
+            expires_at=at + timedelta(days=30),
+            actor="user:u1",
+            verdict="wrong",
+            memory_id="mem_b",
+            chain_id=chain_id,
+            version=2,
+            recall_id="rcl_1",
+        ),
+        **kw,
+    )
+
+
+def test_a_recall_trace_reads_back_whole(store: TraceStore) -> None:
+    trace = _trace("rcl_1")
+    store.record_recall(trace)
+    assert store.recall("t1", "u1", "rcl_1", NOW) == trace
+
+
+def test_another_tenant_or_subject_never_reads_a_trace(store: TraceStore) -> None:
+    store.record_recall(_trace("rcl_1"))
+    assert store.recall("t2", "u1", "rcl_1", NOW) is None
+    assert store.recall("t1", "u2", "rcl_1", NOW) is None
+    assert store.served("t2", "u1", "chn_b", NOW) == []
+    store.add_feedback(_feedback("fb_1"))
+    assert store.feedback("t2", "u1", NOW) == []
+    assert store.feedback("t1", "u2", NOW) == []
+
+
+def test_an_expired_trace_is_not_read_even_before_any_sweep(store: TraceStore) -> None:
+    store.record_recall(_trace("rcl_1"))
+    store.add_feedback(_feedback("fb_1"))
+    past = LATER + timedelta(seconds=1)
+    assert store.recall("t1", "u1", "rcl_1", past) is None
+    assert store.served("t1", "u1", "chn_b", past) == []
+    assert store.feedback("t1", "u1", past) == []
+
+
+def test_served_links_are_per_chain_newest_first(store: TraceStore) -> None:
+    store.record_recall(_trace("rcl_1"))
+    store.record_recall(
+        _trace(
+            "rcl_2",
+            NOW + timedelta(minutes=5),
+            returned=(ServedItem("mem_b3", "chn_b", 3, 2),),
+            run_id=None,
+            task_id="task-9",
+        )
+    )
+    links = store.served("t1", "u1", "chn_b", NOW)
+    assert [(x.recall_id, x.version, x.rank) for x in links] == [("rcl_2", 3, 2), ("rcl_1", 2, 1)]
+    assert links[0].task_id == "task-9" and links[1].run_id == "run-1"
+    assert [x.recall_id for x in store.served("t1", "u1", "chn_b", NOW, limit=1)] == ["rcl_2"]
+    assert [x.recall_id for x in store.served("t1", "u1", "chn_c", NOW)] == ["rcl_1"]
+    # A chain id that is a prefix of another's sees only its own links.
+    assert store.served("t1", "u1", "chn_", NOW) == []
+
+
+def test_feedback_lists_newest_first_and_by_chain(store: TraceStore) -> None:
+    store.add_feedback(_feedback("fb_1"))
+    store.add_feedback(_feedback("fb_2", NOW + timedelta(seconds=1), chain_id="chn_c"))
+    store.add_feedback(_feedback("fb_3", NOW + timedelta(seconds=2), verdict="helpful"))
+    assert [f.feedback_id for f in store.feedback("t1", "u1", NOW)] == ["fb_3", "fb_2", "fb_1"]
+    assert [f.feedback_id for f in store.feedback("t1", "u1", NOW, chain_id="chn_b")] == [
+        "fb_3",
+        "fb_1",
+    ]
+    assert [f.feedback_id for f in store.feedback("t1", "u1", NOW, limit=1)] == ["fb_3"]
+    assert store.feedback("t1", "u1", NOW)[2] == _feedback("fb_1")
+
+
+def test_forgetting_a_subject_removes_what_it_covered_only(store: TraceStore) -> None:
+    store.record_recall(_trace("rcl_1"))
+    store.add_feedback(_feedback("fb_1"))
+    store.record_recall(_trace("rcl_other", subject_id="u2"))
+    store.record_recall(_trace("rcl_tenant", tenant_id="t2"))
+    store.record_recall(_trace("rcl_after", NOW + timedelta(minutes=1)))
+    removed = store.forget_subject("t1", "u1", NOW)
+    assert removed == 1 + 2 + 1  # the trace, its two links, the feedback
+    assert store.recall("t1", "u1", "rcl_1", NOW) is None
+    assert store.feedback("t1", "u1", NOW) == []
+    assert [x.recall_id for x in store.served("t1", "u1", "chn_b", NOW)] == ["rcl_after"]
+    assert store.recall("t1", "u1", "rcl_after", NOW) is not None
+    assert store.recall("t1", "u2", "rcl_other", NOW) is not None
+    assert store.recall("t2", "u1", "rcl_tenant", NOW) is not None
+    assert store.forget_subject("t1", "u1", NOW) == 0  # idempotent
+
+
+def test_forgetting_a_chain_removes_its_links_and_feedback(store: TraceStore) -> None:
+    store.record_recall(_trace("rcl_1"))
+    store.add_feedback(_feedback("fb_1"))
+    store.add_feedback(_feedback("fb_2", chain_id="chn_c"))
+    assert store.forget_chain("t1", "u1", "chn_b") == 2
+    assert store.served("t1", "u1", "chn_b", NOW) == []
+    assert [x.recall_id for x in store.served("t1", "u1", "chn_c", NOW)] == ["rcl_1"]
+    assert [f.feedback_id for f in store.feedback("t1", "u1", NOW)] == ["fb_2"]
+    # The recall trace keeps the ids it returned until it expires.
+    assert store.recall("t1", "u1", "rcl_1", NOW) is not None
+
+
+def test_a_recall_with_many_items_is_written_whole(store: TraceStore) -> None:
+    items = tuple(ServedItem(f"mem_{i}", f"chn_{i:03d}", 1, i + 1) for i in range(60))
+    store.record_recall(_trace("rcl_big", returned=items))
+    got = store.recall("t1", "u1", "rcl_big", NOW)
+    assert got is not None and got.returned == items
+    assert all(store.served("t1", "u1", f"chn_{i:03d}", NOW) for i in range(60))
+
+
+def test_sqlite_sweep_plays_ttl(database: Database) -> None:
+    store = SqliteTraceStore(database)
+    store.record_recall(_trace("rcl_1"))
+    store.add_feedback(_feedback("fb_1"))
+    assert store.sweep_expired(int(NOW.timestamp())) == 0
+    assert store.sweep_expired(int((LATER + timedelta(seconds=2)).timestamp())) == 4
