@@ -17,6 +17,7 @@ import fcntl
 import json
 import logging
 import os
+import secrets
 import signal
 import socket
 import threading
@@ -45,6 +46,7 @@ from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
+from memvault_local.console_app import ConsoleApp
 from memvault_local.devkeys import DevKey, data_home
 from memvault_local.embed_worker import WorkerEmbedder
 from memvault_local.objects_app import ObjectsApp
@@ -248,8 +250,13 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     key = DevKey.load_or_create(home)
     make_resolver_thread_safe()
     app: Any = ApiGatewayAdapter(key.verifier(), lambda_handler)
+    # The console's dev sign-in needs a key printed below: only whoever sees this banner
+    # can mint from the page; and only when the stack listens on loopback.
+    sign_in_key = secrets.token_urlsafe(24) if _is_loopback(options.host) else None
+    mounts: dict[str, Any] = {"/console": ConsoleApp(key, sign_in_key)}
     if local.objects is not None:
-        app = DispatcherMiddleware(app, {"/_objects": ObjectsApp(local.objects)})
+        mounts["/_objects"] = ObjectsApp(local.objects)
+    app = DispatcherMiddleware(app, mounts)
     # Threads: requests are served concurrently; the store's transactions keep them apart.
     api = make_server(options.host, options.port, app, threaded=True, request_handler=_QuietHandler)
     (home / "run.json").write_text(json.dumps({"pid": os.getpid(), "url": url}))
@@ -259,7 +266,8 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
         f"  store                    {local.backend}\n"
         f"  recall                   {_search_line(local.settings)}\n"
-        f"  dev signing key          {key.path}\n\n"
+        f"  dev signing key          {key.path}\n"
+        f"  console                  {_console_line(url, sign_in_key)}\n\n"
         f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', valid 1 hour:\n\n"
         f"{curl_example(url, token)}\n\n"
         f"More tokens: memvault dev-token --tenant {LOCAL_TENANT} --subject {LOCAL_SUBJECT}\n"
@@ -288,6 +296,17 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     out.write("memvault stopped.\n")
     out.flush()
     return 0
+
+
+def _is_loopback(host: str) -> bool:
+    return host in ("127.0.0.1", "localhost", "::1")
+
+
+def _console_line(url: str, sign_in_key: str | None) -> str:
+    if sign_in_key is None:
+        return f"{url}/console/   (sign in with a token: the dev sign-in is loopback only)"
+    # The key rides in the fragment, which browsers never send to a server.
+    return f"{url}/console/#key={sign_in_key}"
 
 
 @dataclass

@@ -49,6 +49,7 @@ class MemoryOut(BaseModel):
     scope: dict[str, str]
     source: Source
     sensitivity: Sensitivity
+    consent: bool
     confidence: float | None
     visibility: list[str]
     status: MemoryStatus

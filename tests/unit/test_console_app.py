@@ -1,0 +1,142 @@
+"""The console's local-mode server (``memvault_local.console_app``) without a browser: the
+files and their security headers, and who may mint a dev token from the page. The
+dev-token endpoint exists in the local stack only: the Lambda handler has no such route."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import jwt
+import pytest
+from werkzeug.test import Client, TestResponse
+
+from memvault.api.app import lambda_handler
+from memvault.api.events import LocalLambdaContext, proxy_event
+from memvault_local.console_app import CSP, FILES, ConsoleApp
+from memvault_local.devkeys import DevKey
+
+KEY = "s3cret-sign-in-key"
+
+
+@pytest.fixture(scope="module")
+def dev_key(tmp_path_factory: pytest.TempPathFactory) -> DevKey:
+    return DevKey.load_or_create(Path(tmp_path_factory.mktemp("home")))
+
+
+@pytest.fixture
+def client(dev_key: DevKey) -> Client:
+    return Client(ConsoleApp(dev_key, KEY))
+
+
+def mint(client: Client, body: Any, **kwargs: Any) -> TestResponse:
+    headers = kwargs.pop("headers", {"Host": "127.0.0.1:8787"})
+    return client.post(
+        "/dev-token",
+        data=json.dumps(body) if not isinstance(body, str) else body,
+        content_type=kwargs.pop("content_type", "application/json"),
+        headers=headers,
+        environ_base={"REMOTE_ADDR": kwargs.pop("remote_addr", "127.0.0.1")},
+    )
+
+
+def error(answer: TestResponse) -> tuple[int, str]:
+    return answer.status_code, json.loads(answer.get_data())["error"]["code"]
+
+
+GOOD = {"key": KEY, "tenant": "local", "subject": "user-1", "scopes": ["memory:read"]}
+
+
+def test_every_file_is_served_with_the_policy_and_nothing_inline(client: Client) -> None:
+    for name, media_type in FILES.items():
+        answer = client.get(f"/{name}")
+        assert answer.status_code == 200, name
+        assert answer.headers["Content-Type"] == media_type
+        assert answer.headers["Content-Security-Policy"] == CSP
+        assert answer.headers["X-Content-Type-Options"] == "nosniff"
+        assert answer.headers["Cache-Control"] == "no-store"
+    assert client.get("/").get_data() == client.get("/index.html").get_data()
+    assert "'unsafe-inline'" not in CSP and "script-src 'self'" in CSP
+    redirect = client.get("")
+    assert (redirect.status_code, redirect.headers["Location"]) == (308, "/")
+
+
+def test_the_page_renders_stored_text_as_text_only() -> None:
+    script = (Path(__file__).parents[2] / "local/memvault_local/console/console.js").read_text()
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in script, sink
+    assert "localStorage" not in script and "document.cookie" not in script
+
+
+def test_unknown_files_and_methods_are_the_api_s_errors(client: Client) -> None:
+    assert error(client.get("/../pyproject.toml")) == (404, "not_found")
+    assert error(client.get("/console_app.py")) == (404, "not_found")
+    assert error(client.post("/index.html")) == (405, "method_not_allowed")
+    assert error(client.get("/dev-token")) == (405, "method_not_allowed")
+
+
+def test_config_says_whether_the_dev_sign_in_is_offered(dev_key: DevKey) -> None:
+    offered = Client(ConsoleApp(dev_key, KEY)).get("/config.json")
+    assert json.loads(offered.get_data()) == {"dev_sign_in": True}
+    # Without a sign-in key (a stack not on loopback) there is no dev sign-in at all.
+    bare = Client(ConsoleApp(dev_key, None))
+    assert json.loads(bare.get("/config.json").get_data()) == {"dev_sign_in": False}
+    assert error(mint(bare, GOOD)) == (404, "not_found")
+
+
+def test_a_dev_token_is_minted_with_the_stack_s_key(client: Client, dev_key: DevKey) -> None:
+    answer = mint(client, {**GOOD, "max_sensitivity": "pii"})
+    assert answer.status_code == 200
+    assert answer.headers["Cache-Control"] == "no-store"
+    token = json.loads(answer.get_data())["token"]
+    claims = dev_key.verifier().verify(token)
+    assert (claims.tenant_id, claims.subject_id, claims.scope) == ("local", "user-1", "memory:read")
+    assert claims.max_sensitivity.value == "pii"
+    raw = jwt.decode(token, options={"verify_signature": False})
+    assert raw["exp"] - raw["iat"] == 3600
+
+
+@pytest.mark.parametrize(
+    ("body", "kwargs", "refused"),
+    [
+        ({**GOOD, "key": "guess"}, {}, (403, "forbidden")),
+        ({k: v for k, v in GOOD.items() if k != "key"}, {}, (403, "forbidden")),
+        (GOOD, {"remote_addr": "10.0.0.7"}, (403, "forbidden")),
+        # DNS rebinding: a page of another site resolved to 127.0.0.1 names its own host.
+        (GOOD, {"headers": {"Host": "evil.example:8787"}}, (403, "forbidden")),
+        # A cross-site form can only send a simple content type.
+        (
+            GOOD,
+            {"content_type": "application/x-www-form-urlencoded"},
+            (415, "unsupported_media_type"),
+        ),
+        ("not json", {}, (422, "validation_failed")),
+        ({**GOOD, "tenant": "a#b"}, {}, (422, "validation_failed")),
+        ({**GOOD, "scopes": ["root"]}, {}, (422, "validation_failed")),
+        ({**GOOD, "scopes": []}, {}, (422, "validation_failed")),
+        ({**GOOD, "max_sensitivity": "secret"}, {}, (422, "validation_failed")),
+        ({**GOOD, "ttl": 10**9}, {}, (422, "validation_failed")),
+    ],
+)
+def test_a_dev_token_is_refused_clearly(
+    client: Client, body: Any, kwargs: dict[str, Any], refused: tuple[int, str]
+) -> None:
+    answer = mint(client, body, **kwargs)
+    assert error(answer) == refused
+    assert "token" not in json.loads(answer.get_data())
+
+
+def test_a_refusal_names_the_field_never_its_value(client: Client) -> None:
+    answer = mint(client, {**GOOD, "subject": "bad subject <x>"})
+    details = json.loads(answer.get_data())["error"]["details"]
+    assert details == {"errors": [{"loc": ["body", "subject"], "msg": details["errors"][0]["msg"]}]}
+    assert "bad subject" not in answer.get_data(as_text=True)
+
+
+def test_the_lambda_handler_serves_no_console_and_mints_nothing() -> None:
+    for method, path in (("POST", "/console/dev-token"), ("GET", "/console/")):
+        event = proxy_event(method, path, claims=None, body=json.dumps(GOOD))
+        out = lambda_handler(event, LocalLambdaContext())
+        assert out["statusCode"] == 404, (method, path)
+        assert "token" not in json.loads(out["body"])
