@@ -61,6 +61,13 @@ class Settings(BaseSettings):
     idempotency_ttl_seconds: int = Field(default=7 * DAY, ge=3600)
     #: Retention of audit events (the deletion log is kept without expiry).
     audit_retention_days: int = Field(default=400, ge=1)
+    #: Recall traces, served links and feedback (ids only): kept this long, then expired.
+    trace_retention_days: int = Field(default=30, ge=1, le=400)
+    #: Whether every recall writes its trace (one batched write after the answer is built).
+    tracing: bool = True
+    #: Salt of the query hash a recall trace keeps (equal queries hash equal within a
+    #: tenant); unset, traces keep no query hash at all.
+    trace_query_salt: str | None = None
     #: Longest version chain kept for one fact (the chain item lists every version id).
     max_versions_per_chain: int = Field(default=1000, ge=2, le=5000)
 

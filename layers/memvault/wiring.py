@@ -28,6 +28,7 @@ from memvault.services.recall import RecallService
 from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
+from memvault.services.traces import TraceService
 from memvault.storage import tables
 from memvault.storage.s3.objects import TenantKeys
 from memvault.storage.stores import Stores, dynamodb_stores, sqlite_stores
@@ -100,6 +101,7 @@ class Services:
     recall: RecallService
     purge: PurgeRunner
     stores: Stores
+    traces: TraceService
 
 
 def build_services(
@@ -125,12 +127,22 @@ def build_services(
     runner = PurgeRunner(
         repo,
         clock,
-        default_steps(repo, clock, artifacts, search, sessions=stores.sessions, runs=stores.runs),
+        default_steps(
+            repo,
+            clock,
+            artifacts,
+            search,
+            sessions=stores.sessions,
+            runs=stores.runs,
+            traces=stores.traces,
+        ),
     )
-    memory = MemoryService(repo, settings, clock, ids, _launcher(settings, runner, clock))
+    memory = MemoryService(
+        repo, settings, clock, ids, _launcher(settings, runner, clock), traces=stores.traces
+    )
     sessions = SessionService(stores.sessions, settings, clock, repo)
     runs = RunService(stores.runs, settings, clock, repo)
-    recall = RecallService(repo, search, embedder, settings, clock)
+    recall = RecallService(repo, search, embedder, settings, clock, traces=stores.traces, ids=ids)
     context = ContextAssembler(
         memory,
         sessions,
@@ -148,6 +160,7 @@ def build_services(
         recall=recall,
         purge=runner,
         stores=stores,
+        traces=TraceService(repo, memory, stores.traces, settings, clock, ids),
     )
 
 

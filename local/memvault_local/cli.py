@@ -155,6 +155,53 @@ def cmd_history(args: argparse.Namespace) -> int:
     return _show(args, lambda api: api.memory_history(args.subject, args.memory_id), render)
 
 
+def cmd_trace(args: argparse.Namespace) -> int:
+    def render(body: dict[str, Any]) -> None:
+        print(
+            f"{body['memory_id']}  chain {body['chain_id']}  {body['state']}  "
+            f"current v{body['current_version']}"
+        )
+        for v in body["versions"]:
+            served = ", ".join(f"{s['recall_id']}#{s['rank']}" for s in v["served_by"]) or "-"
+            print(
+                f"  v{v['version']} {v['memory_id']} {v['status']} by {v['created_by']} "
+                f"({v['source_type']}) index {v['index_status']}; served by: {served}"
+            )
+        for e in body["events"]:
+            print(f"  {e['at']} {e['action']} by {e['actor']} v{e['version']} {e['detail'] or ''}")
+        last = body.get("last_used")
+        print(
+            f"  last used {last['at']} by {last['recall_id']} (run {last['run_id']}, task "
+            f"{last['task_id']})"
+            if last
+            else "  never recalled"
+        )
+        for f in body["feedback"]:
+            print(f"  feedback {f['feedback_id']} {f['verdict']} on {f['recall_id']}")
+        if body.get("deletion"):
+            _print_deletion(body["deletion"])
+
+    return _show(args, lambda api: api.memory_trace(args.subject, args.memory_id), render)
+
+
+def cmd_recall_trace(args: argparse.Namespace) -> int:
+    def render(body: dict[str, Any]) -> None:
+        print(
+            f"{body['recall_id']}  {body['at']}  by {body['caller']}  run {body['run_id']}  "
+            f"task {body['task_id']}  ({body['origin']}, {body['mode']})"
+        )
+        print(f"  candidates {body['candidates']}  model {body['embedding_model']}")
+        print(f"  index {body['index_version']}  timings {body['timings']}")
+        for d in body["dropped"]:
+            print(f"  dropped {d['memory_id'] or '(withheld)'}: {d['reason']}")
+        for r in body["returned"]:
+            print(f"  #{r['rank']} {r['memory_id']} v{r['version']}")
+
+    return _show(
+        args, lambda api: api.recall_trace(args.recall_id, subject_id=args.subject), render
+    )
+
+
 def cmd_delete(args: argparse.Namespace) -> int:
     return _show(args, lambda api: api.delete_memory(args.subject, args.memory_id), _print_deletion)
 
@@ -407,6 +454,17 @@ def _parser() -> argparse.ArgumentParser:
     lst.add_argument("--next-token")
     api_command("history", "every version of a memory", cmd_history, "subject", "memory_id")
     api_command("delete", "delete a memory", cmd_delete, "subject", "memory_id")
+    trace = api_command(
+        "trace", "why a memory exists, its versions, uses and deletion", cmd_trace, "memory_id"
+    )
+    trace.add_argument("--subject", required=True, help="the memory's subject")
+    recall_trace = api_command(
+        "recall-trace",
+        "what a recall considered, dropped and returned",
+        cmd_recall_trace,
+        "recall_id",
+    )
+    recall_trace.add_argument("--subject", help="the recall's subject (a tenant token needs it)")
     api_command("forget", "forget a subject: every memory of theirs", cmd_forget, "subject")
     api_command("export", "everything held about a subject", cmd_export, "subject")
     api_command("deletion-status", "is it gone, copy by copy", cmd_deletion_status, "deletion_id")

@@ -86,6 +86,7 @@ RUN = "/v1/runs/{run_id}"
 ARTIFACTS = "/v1/subjects/{subject_id}/artifacts"
 ARTIFACT = f"{ARTIFACTS}/{{artifact_id}}"
 CONTEXT = "/v1/subjects/{subject_id}/context"
+FEEDBACK = "/v1/subjects/{subject_id}/feedback"
 
 #: The scopes each protected route accepts (any one of them will do). The document states
 #: them in each summary ("(scope memory:read or memory:delete)");
@@ -101,6 +102,10 @@ ACCEPTED: dict[tuple[str, str], frozenset[str]] = {
     ("GET", "/v1/subjects/{subject_id}/export"): frozenset({"memory:read"}),
     ("POST", "/v1/subjects/{subject_id}/recall"): frozenset({"memory:read"}),
     ("GET", "/v1/deletions/{deletion_id}"): frozenset({"memory:read", "memory:delete"}),
+    ("GET", f"{MEMORY}/trace"): frozenset({"memory:read"}),
+    ("GET", "/v1/recalls/{recall_id}"): frozenset({"memory:read"}),
+    ("POST", FEEDBACK): frozenset({"memory:write"}),
+    ("GET", FEEDBACK): frozenset({"memory:read"}),
     ("POST", f"{SESSION}/messages"): frozenset({"sessions:write"}),
     ("GET", SESSION): frozenset({"sessions:write", "memory:read"}),
     ("PUT", f"{SESSION}/summary"): frozenset({"sessions:write"}),
@@ -310,6 +315,10 @@ def _cancel(v: Victim, caller: Principal) -> dict[str, Any]:
     return {"event_id": f"ev-{secrets.token_hex(4)}", "type": "cancel.requested"}
 
 
+def _feedback(v: Victim, caller: Principal) -> dict[str, Any]:
+    return {"recall_id": v.ids["recall_id"], "memory_id": v.ids["memory_id"], "verdict": "helpful"}
+
+
 SEEN_MEMORY = ("memory_secret", "memory_id")
 SEEN_CONTEXT = ("memory_secret", "session_secret", "summary_secret", "run_secret")
 OWN = Allow  # answered in the caller's own tenant, or as a listing without the victim
@@ -336,6 +345,14 @@ PROBES: tuple[Probe, ...] = (
           (OWN(200), FB, OWN(200), OWN(200)),
           body=lambda v, _: {"query": v.ids["memory_topic"], "limit": 20}, sees=SEEN_MEMORY),
     Probe("GET", "/v1/deletions/{deletion_id}", "world", 200, (NF, NF, JOB, JOB)),
+    # traces and feedback: ids only, and only of what the reader may read now
+    Probe("GET", f"{MEMORY}/trace", "world", 200, (NF, FB, NF, NF), sees=("memory_id",)),
+    Probe("GET", "/v1/recalls/{recall_id}", "world", 200,
+          (NF, OTHER_SUBJECTS_RUN, OWN(200), OWN(200)), sees=("recall_id",)),
+    Probe("POST", FEEDBACK, "world", 201, (NF, FB, NF, NF),
+          body=_feedback, looks="memory", sees=("memory_id",)),
+    Probe("GET", FEEDBACK, "world", 200, (OWN(200), FB, OWN(200), OWN(200)),
+          sees=("memory_id",)),
     # sessions: a public token may add a message (it supersedes nothing), but the session
     # it is answered must leave out the messages above its ceiling
     Probe("POST", f"{SESSION}/messages", "session", 201,
@@ -525,6 +542,10 @@ class Lab:
         }
         context = f"/v1/subjects/{o.subject}/context"
         ids["manifest"] = self.ok("POST", context, o, ids["context_body"], 200)["manifest"]
+        # The assembly's recall, and feedback on the memory it served.
+        ids["recall_id"] = ids["manifest"]["recall_ids"][0]
+        feedback = f"/v1/subjects/{o.subject}/feedback"
+        self.ok("POST", feedback, o, _feedback(Victim(o, ids), o), 201)
         return Victim(o, ids)
 
     def victim(self, name: str) -> Victim:

@@ -75,6 +75,7 @@ def test_correct_history_conflict_delete_and_deletion_status() -> None:
         "cache": "NOT_APPLICABLE",
         "sessions": "NOT_APPLICABLE",
         "runs": "NOT_APPLICABLE",
+        "traces": "DONE",
     }
     primary = next(c for c in status.body["copies"] if c["copy"] == "primary")
     assert primary["attempts"] == 1 and [e["status"] for e in primary["history"]] == ["DONE"]

@@ -39,6 +39,8 @@ def test_delete_blocks_every_version_and_purges_them(service: MemoryService, ddb
         "cache": CopyState.NOT_APPLICABLE,
         "sessions": CopyState.NOT_APPLICABLE,
         "runs": CopyState.NOT_APPLICABLE,
+        # The chain's served links and feedback (none here, but the copy is cleared).
+        "traces": CopyState.DONE,
     }
     assert service.deletion_status(ctx(), job.deletion_id) == job
     text = stored_text(ddb)
@@ -191,5 +193,6 @@ def test_deletion_status_is_tenant_and_subject_scoped(service: MemoryService) ->
         "cache",
         "sessions",
         "runs",
+        "traces",
         "idempotency",
     }

@@ -22,6 +22,7 @@ from memvault.api.routes import (
     recall,
     runs,
     sessions,
+    traces,
 )
 from memvault.api.routes.health import PUBLIC_PATHS
 from memvault.errors import (
@@ -48,6 +49,7 @@ app.include_router(sessions.router)
 app.include_router(runs.router)
 app.include_router(context.router)
 app.include_router(artifacts.router)
+app.include_router(traces.router)
 app.include_router(health.router)
 
 

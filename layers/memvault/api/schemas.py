@@ -185,10 +185,13 @@ class RecallOut(BaseModel):
     conflicts: list[Conflict]
     notice: str
     embedding_model: str | None
+    #: This recall's trace (``GET /v1/recalls/{recall_id}``); feedback names it.
+    recall_id: str | None = None
 
     @classmethod
     def of(cls, result: RecallResult) -> RecallOut:
         return cls(
+            recall_id=result.recall_id,
             items=[
                 RecalledItemOut(
                     memory=MemoryOut.of(i.memory),

@@ -43,6 +43,13 @@ from memvault.models.run import (
     RunEvent,
 )
 from memvault.models.session import AppendMessage, PutSummary, Session
+from memvault.models.trace import (
+    FeedbackListOut,
+    FeedbackOut,
+    FeedbackRequest,
+    MemoryTraceOut,
+    RecallTraceOut,
+)
 
 M = TypeVar("M", bound=BaseModel)
 B = TypeVar("B", bound=BaseModel)
@@ -186,9 +193,33 @@ def correct_memory(
     )
 
 
-def delete_memory(subject_id: str, memory_id: str) -> Call[DeletionOut]:
+def delete_memory(
+    subject_id: str, memory_id: str, *, prompted_by: str | None = None
+) -> Call[DeletionOut]:
     params = {"subject_id": subject_id, "memory_id": memory_id}
-    return _call("memory.delete", DeletionOut, params=params, idempotent=False)
+    query = _query(prompted_by=prompted_by)
+    return _call("memory.delete", DeletionOut, params=params, query=query, idempotent=False)
+
+
+def memory_trace(subject_id: str, memory_id: str) -> Call[MemoryTraceOut]:
+    params = {"subject_id": subject_id, "memory_id": memory_id}
+    return _call("memory.trace", MemoryTraceOut, params=params)
+
+
+def recall_trace(recall_id: str, *, subject_id: str | None = None) -> Call[RecallTraceOut]:
+    query = _query(subject_id=subject_id)
+    return _call("recall.get", RecallTraceOut, params={"recall_id": recall_id}, query=query)
+
+
+def give_feedback(subject_id: str, body: FeedbackRequest | Mapping[str, Any]) -> Call[FeedbackOut]:
+    request = body_of(FeedbackRequest, body)
+    params = {"subject_id": subject_id}
+    return _call("feedback.give", FeedbackOut, params=params, body=request, idempotent=False)
+
+
+def list_feedback(subject_id: str, *, limit: int | None = None) -> Call[FeedbackListOut]:
+    query = _query(limit=limit)
+    return _call("feedback.list", FeedbackListOut, params={"subject_id": subject_id}, query=query)
 
 
 def forget_subject(subject_id: str) -> Call[DeletionOut]:

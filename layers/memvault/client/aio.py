@@ -34,6 +34,13 @@ from memvault.models.memory import MemoryKind, MemoryPatch, MemoryWrite
 from memvault.models.recall import RecallRequest
 from memvault.models.run import Advance, Checkpoint, CreateRun, Operation, RecordOperation, RunEvent
 from memvault.models.session import AppendMessage, PutSummary, Session
+from memvault.models.trace import (
+    FeedbackListOut,
+    FeedbackOut,
+    FeedbackRequest,
+    MemoryTraceOut,
+    RecallTraceOut,
+)
 
 M = TypeVar("M", bound=BaseModel)
 #: A bearer token, or a callable (plain or async) that returns one: called for every
@@ -182,8 +189,29 @@ class AsyncMemvaultClient:
         """A new version at ``expected_version + 1``; :class:`VersionConflict` when stale."""
         return await self._call(calls.correct_memory(subject_id, memory_id, body))
 
-    async def delete_memory(self, subject_id: str, memory_id: str) -> DeletionOut:
-        return await self._call(calls.delete_memory(subject_id, memory_id))
+    async def delete_memory(
+        self, subject_id: str, memory_id: str, *, prompted_by: str | None = None
+    ) -> DeletionOut:
+        """``prompted_by``: the feedback or recall id of this subject that prompted it."""
+        return await self._call(calls.delete_memory(subject_id, memory_id, prompted_by=prompted_by))
+
+    async def memory_trace(self, subject_id: str, memory_id: str) -> MemoryTraceOut:
+        """Why the memory exists, its versions, last use, recalls, feedback, deletion."""
+        return await self._call(calls.memory_trace(subject_id, memory_id))
+
+    async def recall_trace(
+        self, recall_id: str, *, subject_id: str | None = None
+    ) -> RecallTraceOut:
+        return await self._call(calls.recall_trace(recall_id, subject_id=subject_id))
+
+    async def give_feedback(
+        self, subject_id: str, body: FeedbackRequest | Mapping[str, Any]
+    ) -> FeedbackOut:
+        """Feedback on a recalled memory, optionally with a correction (compare-and-set)."""
+        return await self._call(calls.give_feedback(subject_id, body))
+
+    async def list_feedback(self, subject_id: str, *, limit: int | None = None) -> FeedbackListOut:
+        return await self._call(calls.list_feedback(subject_id, limit=limit))
 
     async def forget_subject(self, subject_id: str) -> DeletionOut:
         return await self._call(calls.forget_subject(subject_id))

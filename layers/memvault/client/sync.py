@@ -31,6 +31,13 @@ from memvault.models.memory import MemoryKind, MemoryPatch, MemoryWrite
 from memvault.models.recall import RecallRequest
 from memvault.models.run import Advance, Checkpoint, CreateRun, Operation, RecordOperation, RunEvent
 from memvault.models.session import AppendMessage, PutSummary, Session
+from memvault.models.trace import (
+    FeedbackListOut,
+    FeedbackOut,
+    FeedbackRequest,
+    MemoryTraceOut,
+    RecallTraceOut,
+)
 
 M = TypeVar("M", bound=BaseModel)
 #: A bearer token, or a callable that returns one: called for every attempt of every
@@ -171,8 +178,27 @@ class MemvaultClient:
         """A new version at ``expected_version + 1``; :class:`VersionConflict` when stale."""
         return self._call(calls.correct_memory(subject_id, memory_id, body))
 
-    def delete_memory(self, subject_id: str, memory_id: str) -> DeletionOut:
-        return self._call(calls.delete_memory(subject_id, memory_id))
+    def delete_memory(
+        self, subject_id: str, memory_id: str, *, prompted_by: str | None = None
+    ) -> DeletionOut:
+        """``prompted_by``: the feedback or recall id of this subject that prompted it."""
+        return self._call(calls.delete_memory(subject_id, memory_id, prompted_by=prompted_by))
+
+    def memory_trace(self, subject_id: str, memory_id: str) -> MemoryTraceOut:
+        """Why the memory exists, its versions, last use, recalls, feedback, deletion."""
+        return self._call(calls.memory_trace(subject_id, memory_id))
+
+    def recall_trace(self, recall_id: str, *, subject_id: str | None = None) -> RecallTraceOut:
+        return self._call(calls.recall_trace(recall_id, subject_id=subject_id))
+
+    def give_feedback(
+        self, subject_id: str, body: FeedbackRequest | Mapping[str, Any]
+    ) -> FeedbackOut:
+        """Feedback on a recalled memory, optionally with a correction (compare-and-set)."""
+        return self._call(calls.give_feedback(subject_id, body))
+
+    def list_feedback(self, subject_id: str, *, limit: int | None = None) -> FeedbackListOut:
+        return self._call(calls.list_feedback(subject_id, limit=limit))
 
     def forget_subject(self, subject_id: str) -> DeletionOut:
         return self._call(calls.forget_subject(subject_id))

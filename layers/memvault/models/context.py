@@ -83,6 +83,8 @@ class Manifest(BaseModel):
     inputs: dict[str, Any]
     assembled_at: datetime
     digest: str
+    #: The recalls (``GET /v1/recalls/{id}``) that chose the memories; not in the digest.
+    recall_ids: list[str] = Field(default_factory=list)
 
 
 class AssembledContext(BaseModel):

@@ -142,6 +142,9 @@ class MemoryPatch(BaseModel):
     visibility: list[AgentRole] | None = Field(default=None, max_length=20)
     #: Confirming a candidate: the only status a caller may set.
     status: Literal["active"] | None = None
+    #: The feedback (``fbk_...``) or recall (``rcl_...``) that prompted this correction;
+    #: it must be the same subject's. Recorded in the audit trail, changes nothing else.
+    prompted_by: str | None = Field(default=None, pattern=r"^(fbk|rcl)_[0-9a-f]{32}$")
 
     @field_validator("content")
     @classmethod
@@ -150,7 +153,7 @@ class MemoryPatch(BaseModel):
 
     @model_validator(mode="after")
     def _changes_something(self) -> MemoryPatch:
-        if not self.model_fields_set - {"expected_version"}:
+        if not self.model_fields_set - {"expected_version", "prompted_by"}:
             raise ValueError("a correction must change at least one field")
         return self
 

@@ -29,6 +29,9 @@ class RecallRequest(BaseModel):
     #: ``hybrid`` (the default) fuses keyword and vector search; ``keyword`` and ``vector``
     #: use one of them alone (for comparisons; the same filters and checks apply).
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
+    #: The run or task this recall serves, recorded in its trace (ids only).
+    run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
+    task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
 
     @field_validator("query")
     @classmethod
@@ -82,6 +85,9 @@ class Conflict(BaseModel):
 
 class RecallResult(BaseModel):
     model_config = ConfigDict(defer_build=True)
+
+    #: Names this recall's trace (``GET /v1/recalls/{recall_id}``) and what feedback cites.
+    recall_id: str | None = None
 
     items: list[RecalledItem]
     conflicts: list[Conflict]

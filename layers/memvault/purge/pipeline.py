@@ -50,6 +50,11 @@ PURGE_PIPELINE: tuple[PipelineStep, ...] = (
     PipelineStep("cache", description="recall result caches (none is kept)"),
     PipelineStep("sessions", description="the subject's sessions, messages and summaries"),
     PipelineStep("runs", description="the subject's run state and checkpoints"),
+    PipelineStep(
+        "traces",
+        description="recall traces, served links and feedback: the subject's (forget) or "
+        "the chain's links and feedback (one memory)",
+    ),
 )
 
 #: Lambda actions around the steps: mark PURGING, record a caught failure, finish.

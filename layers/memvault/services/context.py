@@ -48,12 +48,26 @@ POLICY = (
 POLICY_VERSION = hashlib.sha256(POLICY.encode()).hexdigest()[:12]
 
 
+@dataclass(frozen=True)
+class Recalled:
+    """What a recaller found, and the recall that found it (its trace's id), if any."""
+
+    memories: list[Memory]
+    recall_id: str | None = None
+
+
 class Recaller(Protocol):
     """Long-term memory candidates for a query (hybrid recall plugs in here)."""
 
     def recall(
-        self, ctx: AccessContext, subject_id: str, query: str | None, limit: int
-    ) -> list[Memory]: ...
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        query: str | None,
+        limit: int,
+        *,
+        run_id: str | None = None,
+    ) -> Recalled: ...
 
 
 class CurrentMemories:
@@ -63,12 +77,18 @@ class CurrentMemories:
         self.memories = memories
 
     def recall(
-        self, ctx: AccessContext, subject_id: str, query: str | None, limit: int
-    ) -> list[Memory]:
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        query: str | None,
+        limit: int,
+        *,
+        run_id: str | None = None,
+    ) -> Recalled:
         if limit == 0:
-            return []
+            return Recalled([])
         page = self.memories.list_memories(ctx, subject_id, status="active", limit=limit)
-        return sorted(page.items, key=lambda m: m.valid_from, reverse=True)
+        return Recalled(sorted(page.items, key=lambda m: m.valid_from, reverse=True))
 
 
 class RecallOrCurrent:
@@ -80,13 +100,19 @@ class RecallOrCurrent:
         self.fallback = fallback
 
     def recall(
-        self, ctx: AccessContext, subject_id: str, query: str | None, limit: int
-    ) -> list[Memory]:
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        query: str | None,
+        limit: int,
+        *,
+        run_id: str | None = None,
+    ) -> Recalled:
         if query and query.strip() and self.recall_service.available:
-            memories: list[Memory] = self.recall_service.recall_memories(
-                ctx, subject_id, query, limit
+            memories, recall_id = self.recall_service.recall_memories(
+                ctx, subject_id, query, limit, run_id=run_id
             )
-            return memories
+            return Recalled(list(memories), recall_id)
         return self.fallback.recall(ctx, subject_id, query, limit)
 
 
@@ -269,12 +295,16 @@ class ContextAssembler:
         ]
         if req.session_id:
             candidates += self._session(ctx, subject_id, req.session_id)
-        for m in self.recaller.recall(ctx, subject_id, req.query, req.memory_limit):
+        recalled = self.recaller.recall(
+            ctx, subject_id, req.query, req.memory_limit, run_id=req.run_id
+        )
+        for m in recalled.memories:
             candidates.append(
                 _Candidate(self._memory_item(m), m.content, expired=now >= m.expires_at)
             )
         kept, dropped = self._fit(candidates, req.token_budget - reserve)
-        return self._result(kept, dropped, req, reserve)
+        recall_ids = [recalled.recall_id] if recalled.recall_id else []
+        return self._result(kept, dropped, req, reserve, recall_ids)
 
     def _fixed(self, req: ContextRequest) -> list[ContextItem]:
         return [
@@ -409,7 +439,12 @@ class ContextAssembler:
         return kept, dropped
 
     def _result(
-        self, kept: list[ContextItem], dropped: list[DroppedItem], req: ContextRequest, reserve: int
+        self,
+        kept: list[ContextItem],
+        dropped: list[DroppedItem],
+        req: ContextRequest,
+        reserve: int,
+        recall_ids: list[str] | None = None,
     ) -> AssembledContext:
         sections: dict[str, list[ContextItem]] = {s: [] for s in SECTION_ORDER}
         for item in kept:
@@ -440,6 +475,7 @@ class ContextAssembler:
             inputs=req.model_dump(mode="json"),
             assembled_at=self.clock.now(),
             digest=digest,
+            recall_ids=recall_ids or [],
         )
         return AssembledContext(sections=sections, manifest=manifest, rendered=render(sections))
 
@@ -485,7 +521,9 @@ class ContextAssembler:
                 "the manifest is not one this service produced; it cannot be reproduced",
                 {"error": type(err).__name__},
             ) from None
-        rebuilt = self._result(kept, list(manifest.dropped), req, manifest.output_reserve)
+        rebuilt = self._result(
+            kept, list(manifest.dropped), req, manifest.output_reserve, list(manifest.recall_ids)
+        )
         if rebuilt.manifest.digest != manifest.digest:
             raise ValidationFailed(
                 "an item changed since this assembly; it cannot be reproduced",

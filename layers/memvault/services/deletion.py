@@ -26,6 +26,7 @@ from memvault.storage.ports.errors import ConditionFailed
 from memvault.storage.ports.memory import Chain, MemoryRecords
 from memvault.storage.ports.runs import RunStore
 from memvault.storage.ports.sessions import SessionStore
+from memvault.storage.ports.traces import TraceStore
 
 #: Copies a new job starts with, and the state each starts in: every pipeline step's
 #: copy, and the copies that never hold content.
@@ -281,6 +282,32 @@ class RunsStep:
         )
 
 
+class TracesStep:
+    """Forgetting a subject removes their recall traces, served links and feedback made
+    by the time of the forget; deleting one memory removes its chain's served links and
+    the feedback about it. Recall traces that listed the chain keep its ids (never
+    content) until their own expiry: they record what another answer was built from."""
+
+    copy = "traces"
+
+    def __init__(self, repo: MemoryRecords, traces: TraceStore | None) -> None:
+        self.repo = repo
+        self.traces = traces
+
+    def run(self, job: DeletionJob) -> StepResult:
+        if self.traces is None:
+            return StepResult(CopyState.NOT_APPLICABLE, "no trace store is configured")
+        if job.scope is DeletionScope.SUBJECT:
+            gone = self.traces.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
+            return StepResult(CopyState.DONE, f"{gone} trace item(s) deleted", gone)
+        if job.scope is DeletionScope.MEMORY:
+            gone = self.traces.forget_chain(job.tenant_id, job.subject_id, job.target)
+            return StepResult(
+                CopyState.DONE, f"{gone} served link(s) and feedback item(s) deleted", gone
+            )
+        return StepResult(CopyState.NOT_APPLICABLE, "traces hold no artifact")
+
+
 def default_steps(
     repo: MemoryRecords,
     clock: Clock,
@@ -289,6 +316,7 @@ def default_steps(
     *,
     sessions: SessionStore,
     runs: RunStore,
+    traces: TraceStore | None = None,
 ) -> list[PurgeStep]:
     """One handler per pipeline step, in the pipeline's order."""
     handlers: dict[str, PurgeStep] = {
@@ -299,6 +327,7 @@ def default_steps(
         "cache": CacheStep(),
         "sessions": SessionsStep(sessions),
         "runs": RunsStep(runs),
+        "traces": TracesStep(repo, traces),
     }
     return [handlers[step.copy] for step in PURGE_PIPELINE]
 

@@ -54,6 +54,7 @@ from memvault.storage.ports.memory import (
     NewVersion,
     fact_id,
 )
+from memvault.storage.ports.traces import TraceStore
 
 _MEMORY_ID = re.compile(r"mem_[0-9a-f]{32}")
 _NOT_FOUND = "no readable memory with this id for this subject"
@@ -83,12 +84,15 @@ class MemoryService:
         clock: Clock,
         ids: IdSource,
         purge: PurgeLauncher,
+        *,
+        traces: TraceStore | None = None,
     ) -> None:
         self.repo = repo
         self.settings = settings
         self.clock = clock
         self.ids = ids
         self.purge = purge
+        self.traces = traces
 
     # ------------------------------------------------------------------------ write
 
@@ -164,7 +168,17 @@ class MemoryService:
                         idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory_id),
                         idempotency_expires_at=now
                         + timedelta(seconds=self.settings.idempotency_ttl_seconds),
-                        audit=self._audit(ctx, subject_id, "memory.write", memory),
+                        audit=self._audit(
+                            ctx,
+                            subject_id,
+                            "memory.write",
+                            memory,
+                            detail={
+                                **_policy_detail(decision, cmd.consent, memory),
+                                "previous_version": chain.current_version if chain else None,
+                                "conflict": "compare_and_set" if chain else "new_chain",
+                            },
+                        ),
                         audit_expires_at=self._audit_expiry(now),
                         chain_ttl=chain.ttl if chain else None,
                         # Read after the epoch, which the write is conditioned on: an
@@ -327,6 +341,11 @@ class MemoryService:
             raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
         return chain, current, epoch
 
+    def readable(self, ctx: AccessContext, subject_id: str, memory_id: str) -> Memory:
+        """The chain's current version if the caller may read it now (no scope check:
+        the caller's operation checked its own); ``NotFound`` otherwise."""
+        return self._resolve(ctx, subject_id, memory_id)[1]
+
     def get(self, ctx: AccessContext, subject_id: str, memory_id: str) -> Memory:
         """The current version of the memory's chain, if readable now."""
         ctx.require(Scope.MEMORY_READ)
@@ -452,10 +471,21 @@ class MemoryService:
     # ---------------------------------------------------------------------- correct
 
     def correct(
-        self, ctx: AccessContext, subject_id: str, memory_id: str, patch: MemoryPatch
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        memory_id: str,
+        patch: MemoryPatch,
+        *,
+        prompted_by: str | None = None,
     ) -> Memory:
+        """``prompted_by`` is the feedback service's own (already checked); a caller's
+        comes in ``patch.prompted_by`` and must name this subject's recall or feedback."""
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
+        if patch.prompted_by is not None:
+            self.check_prompted_by(ctx, subject_id, patch.prompted_by)
+        prompted_by = prompted_by or patch.prompted_by
         chain, current, _ = self._resolve(ctx, subject_id, memory_id)
         if patch.expected_version != chain.current_version:
             raise VersionConflict(
@@ -534,7 +564,20 @@ class MemoryService:
                     fact_expected_chain=chain.chain_id if chain.fact else None,
                     idempotency=None,
                     idempotency_expires_at=None,
-                    audit=self._audit(ctx, subject_id, "memory.correct", memory),
+                    audit=self._audit(
+                        ctx,
+                        subject_id,
+                        "memory.correct",
+                        memory,
+                        detail={
+                            **_policy_detail(decision, consent, memory),
+                            "previous_version": chain.current_version,
+                            "previous_memory_id": current.memory_id,
+                            "conflict": "compare_and_set",
+                            "content_changed": content_changed,
+                            "prompted_by": prompted_by,
+                        },
+                    ),
                     audit_expires_at=self._audit_expiry(now),
                     chain_ttl=chain.ttl,
                 )
@@ -553,11 +596,20 @@ class MemoryService:
 
     # ----------------------------------------------------------------------- delete
 
-    def delete(self, ctx: AccessContext, subject_id: str, memory_id: str) -> DeletionJob:
+    def delete(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        memory_id: str,
+        *,
+        prompted_by: str | None = None,
+    ) -> DeletionJob:
         """Tombstone the memory's chain (every version unreadable at once), record the job
         and its log entry in the same transaction, then launch the purge."""
         ctx.require(Scope.MEMORY_DELETE)
         ctx.require_subject(subject_id)
+        if prompted_by is not None:
+            self.check_prompted_by(ctx, subject_id, prompted_by)
         located = self.repo.locate(ctx.tenant_id, subject_id, memory_id)
         if located is None:
             raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
@@ -595,6 +647,7 @@ class MemoryService:
                         None,
                         chain_id=chain.chain_id,
                         deletion_id=job.deletion_id,
+                        detail={"prompted_by": prompted_by} if prompted_by else None,
                     ),
                     audit_expires_at=self._audit_expiry(job.requested_at),
                 )
@@ -743,6 +796,7 @@ class MemoryService:
         *,
         chain_id: str | None = None,
         deletion_id: str | None = None,
+        detail: dict[str, Any] | None = None,
     ) -> AuditEvent:
         return AuditEvent(
             event_id=self.ids.new_id("evt"),
@@ -756,7 +810,32 @@ class MemoryService:
             version=memory.version if memory else None,
             deletion_id=deletion_id,
             request_id=memory.request_id if memory else None,
+            detail=detail,
         )
+
+    def check_prompted_by(self, ctx: AccessContext, subject_id: str, ref: str) -> None:
+        """A ``prompted_by`` must name a recall or feedback of this tenant and subject;
+        any other (another tenant's, another subject's, expired, unknown) is the same
+        ``not_found``, so the answer tells nothing about others' traces."""
+        if not re.fullmatch(r"(fbk|rcl)_[0-9a-f]{32}", ref):
+            raise ValidationFailed(
+                "prompted_by must be a recall id (rcl_...) or a feedback id (fbk_...)",
+                {"field": "prompted_by"},
+            )
+        now = self.clock.now()
+        found = self.traces is not None and (
+            self.traces.recall(ctx.tenant_id, subject_id, ref, now) is not None
+            if ref.startswith("rcl_")
+            else any(
+                f.feedback_id == ref
+                for f in self.traces.feedback(ctx.tenant_id, subject_id, now, limit=10_000)
+            )
+        )
+        if not found:
+            raise NotFound(
+                "prompted_by names no recall or feedback of this subject",
+                {"field": "prompted_by"},
+            )
 
     def _audit_expiry(self, now: datetime) -> datetime:
         return now + timedelta(days=self.settings.audit_retention_days)
@@ -774,6 +853,25 @@ class MemoryService:
                 "sensitivity": m.sensitivity.value,
             },
         )
+
+
+def _policy_detail(
+    decision: write_policy.Decision, consent: bool, memory: Memory
+) -> dict[str, Any]:
+    """What the write policy decided, for the audit trail: rule and class names only
+    (a write that reached the store passed the secret scan; a refused one is not stored)."""
+    inferred = memory.source.type is SourceType.MODEL_INFERRED
+    return {
+        "secret_scan": "clean",
+        "pii_classes": list(decision.pii_types),
+        "consent": consent,
+        "sensitivity": decision.sensitivity.value,
+        "status": decision.status.value,
+        "source_type": memory.source.type.value,
+        "rule": "model_inferred_starts_as_candidate"
+        if decision.status is MemoryStatus.CANDIDATE
+        else ("confirmed_inference" if inferred else "consented_write"),
+    }
 
 
 def _encode_token(memory_id: str | None) -> str | None:

@@ -8,14 +8,16 @@ deliberately poisoned index can therefore make recall miss, never return too muc
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import math
 import re
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
-from datetime import datetime
+from datetime import datetime, timedelta
 
-from memvault.clock import Clock, iso
+from memvault.clock import Clock, IdSource, RandomIds, iso
 from memvault.config import Settings
 from memvault.embeddings import Embedder
 from memvault.errors import SearchUnavailable
@@ -33,6 +35,7 @@ from memvault.observability import logger
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
+from memvault.storage.ports.traces import DroppedCandidate, RecallTrace, ServedItem, TraceStore
 
 #: Reciprocal-rank fusion constant (Cormack et al.): damps the head of each list.
 RRF_K = 60
@@ -79,12 +82,17 @@ class RecallService:
         embedder: Embedder,
         settings: Settings,
         clock: Clock,
+        *,
+        traces: TraceStore | None = None,
+        ids: IdSource | None = None,
     ) -> None:
         self.repo = repo
         self.index = index
         self.embedder = embedder
         self.settings = settings
         self.clock = clock
+        self.traces = traces
+        self.ids = ids or RandomIds()
 
     # ------------------------------------------------------------------- public
 
@@ -92,7 +100,14 @@ class RecallService:
     def available(self) -> bool:
         return self.index is not None
 
-    def recall(self, ctx: AccessContext, subject_id: str, req: RecallRequest) -> RecallResult:
+    def recall(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        req: RecallRequest,
+        *,
+        origin: str = "recall",
+    ) -> RecallResult:
         ctx.require(Scope.MEMORY_READ)
         ctx.require_subject(subject_id)
         now = self.clock.now()
@@ -161,12 +176,16 @@ class RecallService:
         ordered = sorted(candidates.values(), key=lambda c: (-c.exact_key, -c.fused, c.chain_id))
         # Validate the best first; go deeper only when the table refused some of them.
         valid: list[tuple[_Candidate, Memory]] = []
+        drops: list[DroppedCandidate] = []
         start, step = 0, req.limit + 2
         while start < len(ordered) and len(valid) < req.limit:
-            valid += self._revalidate(ctx, subject_id, ordered[start : start + step], req, now)
+            valid += self._revalidate(
+                ctx, subject_id, ordered[start : start + step], req, now, drops
+            )
             start += step
             step = max(step, 2 * (req.limit - len(valid)))
         validated = time.perf_counter()
+        allowed = len(valid)
         valid = self._relevant(valid, req)
         ranked = sorted(
             (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
@@ -184,7 +203,9 @@ class RecallService:
                 "search_ms": round(found.took_ms, 1),
             },
         )
-        return RecallResult(
+        tracing = self.traces is not None and self.settings.tracing
+        result = RecallResult(
+            recall_id=self.ids.new_id("rcl") if tracing else None,
             items=items,
             conflicts=self._conflicts([m for _, m in valid]),
             embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
@@ -195,15 +216,108 @@ class RecallService:
                 "total": round((time.perf_counter() - started) * 1000, 2),
             },
         )
+        if tracing:
+            self._record(
+                ctx,
+                subject_id,
+                req,
+                result,
+                now,
+                origin=origin,
+                candidates={
+                    "exact_key": sum(c.exact_key for c in candidates.values()),
+                    "keyword": len(found.keyword),
+                    "vector": len(found.vector),
+                    "fused": len(candidates),
+                    "validated": min(start, len(ordered)),
+                },
+                drops=drops,
+                below_floor=allowed - len(valid),
+            )
+        return result
+
+    def _record(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        req: RecallRequest,
+        result: RecallResult,
+        now: datetime,
+        *,
+        origin: str,
+        candidates: dict[str, int],
+        drops: list[DroppedCandidate],
+        below_floor: int,
+    ) -> None:
+        """The recall's trace, written once the answer is built: ids, counts, versions and
+        timings only (never the query or any content). A trace that cannot be written
+        is logged and the answer still served: tracing must never fail a recall."""
+        assert self.traces is not None and result.recall_id is not None
+        salt = self.settings.trace_query_salt
+        trace = RecallTrace(
+            recall_id=result.recall_id,
+            tenant_id=ctx.tenant_id,
+            subject_id=subject_id,
+            at=now,
+            expires_at=now + timedelta(days=self.settings.trace_retention_days),
+            caller=ctx.principal,
+            run_id=req.run_id,
+            task_id=req.task_id,
+            query_hash=hmac.new(
+                f"{salt}:{ctx.tenant_id}".encode(), req.query.encode(), hashlib.sha256
+            ).hexdigest()[:32]
+            if salt
+            else None,
+            mode=req.mode,
+            limit=req.limit,
+            filters={
+                "kinds": [k.value for k in req.kinds],
+                "tags": len(req.tags),
+                "scope_keys": len(req.scope),
+                "max_sensitivity": ctx.max_sensitivity.value,
+                "agent_role": ctx.agent_role,
+                "status": "active",
+            },
+            candidates=candidates,
+            dropped=tuple(drops),
+            below_floor=below_floor,
+            returned=tuple(
+                ServedItem(i.memory.memory_id, i.memory.chain_id, i.memory.version, rank)
+                for rank, i in enumerate(result.items, start=1)
+            ),
+            embedding_model=result.embedding_model,
+            index_version=getattr(self.index, "name", None),
+            timings=dict(result.timings),
+            origin=origin,
+        )
+        try:
+            self.traces.record_recall(trace)
+        except Exception as err:
+            logger.warning(
+                "recall trace not written",
+                extra={
+                    "tenant_id": ctx.tenant_id,
+                    "recall_id": trace.recall_id,
+                    "error": type(err).__name__,
+                },
+            )
 
     def recall_memories(
-        self, ctx: AccessContext, subject_id: str, query: str | None, limit: int
-    ) -> list[Memory]:
-        """The working-memory port: recalled memories for a query, best first."""
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        query: str | None,
+        limit: int,
+        *,
+        run_id: str | None = None,
+    ) -> tuple[list[Memory], str | None]:
+        """The working-memory port: recalled memories for a query, best first, and the
+        recall's id (its trace's)."""
         if limit == 0 or not query or not query.strip():
-            return []
-        req = RecallRequest(query=query[:2000], limit=min(limit, 100))
-        return [i.memory for i in self.recall(ctx, subject_id, req).items]
+            return [], None
+        req = RecallRequest(query=query[:2000], limit=min(limit, 100), run_id=run_id)
+        result = self.recall(ctx, subject_id, req, origin="context")
+        return [i.memory for i in result.items], result.recall_id
 
     # --------------------------------------------------------------- candidates
 
@@ -276,6 +390,7 @@ class RecallService:
         candidates: list[_Candidate],
         req: RecallRequest,
         now: datetime,
+        drops: list[DroppedCandidate],
     ) -> list[tuple[_Candidate, Memory]]:
         """Read every candidate's version from the table, in one batch with the subject's
         epoch, and keep it only if the table allows it now.
@@ -320,17 +435,62 @@ class RecallService:
         seen: set[str] = set()
         for c in candidates:
             found: StoredVersion | None = raw.get(c.memory_id)
+            if found is not None and found.superseded_by:
+                # The index held a version a newer one replaced: that document is dropped,
+                # and the chain's current version is judged in its place.
+                drops.append(DroppedCandidate(c.chain_id, c.memory_id, "superseded"))
             hops = 0
             while found is not None and found.superseded_by and hops < 4:
                 found = raw.get(found.superseded_by)
                 hops += 1
             if found is None or found.memory is None or found.chain_id in seen:
+                reason = (
+                    ("deleted" if c.memory_id == "" else "missing")
+                    if found is None
+                    else ("deleted" if found.memory is None else "duplicate")
+                )
+                drops.append(
+                    DroppedCandidate(
+                        c.chain_id, found.memory_id if found else c.memory_id or None, reason
+                    )
+                )
                 continue
             current = found.memory
             if self._admissible(ctx, current, epoch, req, now):
                 seen.add(current.chain_id)
                 kept.append((c, current))
+            else:
+                drops.append(
+                    DroppedCandidate(
+                        current.chain_id,
+                        current.memory_id,
+                        self._refusal(ctx, current, epoch, req, now),
+                    )
+                )
         return kept
+
+    @staticmethod
+    def _refusal(
+        ctx: AccessContext, m: Memory, epoch: int, req: RecallRequest, now: datetime
+    ) -> str:
+        """Why ``_admissible`` refused a version, for the recall's trace."""
+        if m.tenant_id != ctx.tenant_id:
+            return "other"
+        if m.subject_epoch != epoch:
+            return "other_epoch"
+        if m.status is MemoryStatus.DELETED:
+            return "deleted"
+        if m.status is MemoryStatus.SUPERSEDED:
+            return "superseded"
+        if m.status is MemoryStatus.EXPIRED or now >= m.expires_at:
+            return "expired"
+        if m.status is MemoryStatus.CANDIDATE:
+            return "candidate_status"
+        if m.sensitivity.rank > ctx.max_sensitivity.rank:
+            return "ceiling"
+        if not ctx.may_read(m.sensitivity, m.visibility):
+            return "visibility"
+        return "filtered"
 
     @staticmethod
     def _admissible(

@@ -131,9 +131,19 @@ def memory_history(subject_id: SubjectPath, memory_id: MemoryPath) -> HistoryOut
     responses=documented(202, DeletionOut, 403, 404, 409),
     tags=TAGS,
 )
-def delete_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> DeletionOut:
+def delete_memory(
+    subject_id: SubjectPath,
+    memory_id: MemoryPath,
+    prompted_by: Annotated[
+        str | None,
+        Query(
+            pattern=r"^(fbk|rcl)_[0-9a-f]{32}$",
+            description="the feedback or recall of this subject that prompted the deletion",
+        ),
+    ] = None,
+) -> DeletionOut:
     job = deps.services_for(router.current_event).memory.delete(
-        caller(router.current_event), subject_id, memory_id
+        caller(router.current_event), subject_id, memory_id, prompted_by=prompted_by
     )
     metrics.add_metric(name="DeletionRequested", unit="Count", value=1)
     return DeletionOut.of(job)

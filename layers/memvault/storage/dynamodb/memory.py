@@ -465,6 +465,7 @@ class DynamoMemoryStore:
                         "version": event.version,
                         "deletion_id": event.deletion_id,
                         "request_id": event.request_id,
+                        "detail": dict(event.detail) if event.detail else None,
                         "ttl": int(expires_at.timestamp()),
                     }
                 ),
@@ -817,6 +818,7 @@ class DynamoMemoryStore:
                 version=i.get("version"),
                 deletion_id=i.get("deletion_id"),
                 request_id=i.get("request_id"),
+                detail=i.get("detail"),
             )
             for i in self.db.query_all("audit", keys.subject_pk(tenant_id, subject_id), "")
         ]

@@ -73,6 +73,9 @@ class AuditEvent:
     version: int | None = None
     deletion_id: str | None = None
     request_id: str | None = None
+    #: The decision behind it (write trace): rule names, PII classes, versions, the
+    #: feedback or recall that prompted it. Names and ids only, never matched text.
+    detail: Mapping[str, Any] | None = None
 
 
 @dataclass(frozen=True)

@@ -971,6 +971,7 @@ def _audit(conn: sqlite3.Connection, event: AuditEvent, expires_at: datetime) ->
         "version": event.version,
         "deletion_id": event.deletion_id,
         "request_id": event.request_id,
+        "detail": dict(event.detail) if event.detail else None,
     }
     conn.execute(
         "INSERT INTO audit_events VALUES (?, ?, ?, ?, ?, ?)",

@@ -1,0 +1,242 @@
+"""Traces and feedback: why a memory exists and what used it, read from the audit trail
+and the trace store; feedback on a recall, with an optional correction through the normal
+compare-and-set path. Every answer is ids, versions, counts and reasons: never content.
+"""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from memvault.clock import Clock, IdSource
+from memvault.config import Settings
+from memvault.errors import NotFound, ValidationFailed
+from memvault.models.access import AccessContext, Scope
+from memvault.models.trace import (
+    FeedbackOut,
+    FeedbackRequest,
+    LastUseOut,
+    MemoryTraceOut,
+    RecallTraceOut,
+    ServedByOut,
+    TraceEventOut,
+    TraceVersionOut,
+)
+from memvault.observability import logger
+from memvault.services.memory import MemoryService
+from memvault.storage.ports.memory import MemoryRecords
+from memvault.storage.ports.traces import Feedback, TraceStore
+
+_NO_RECALL = "no recall with this id for this subject"
+_NO_MEMORY = "no readable memory with this id for this subject"
+
+
+class TraceService:
+    def __init__(
+        self,
+        repo: MemoryRecords,
+        memory: MemoryService,
+        traces: TraceStore,
+        settings: Settings,
+        clock: Clock,
+        ids: IdSource,
+    ) -> None:
+        self.repo = repo
+        self.memory = memory
+        self.traces = traces
+        self.settings = settings
+        self.clock = clock
+        self.ids = ids
+
+    @staticmethod
+    def _subject(ctx: AccessContext, subject_id: str | None) -> str:
+        """As for runs: the named subject (checked against the token), else the token's."""
+        if subject_id is not None:
+            ctx.require_subject(subject_id)
+            return subject_id
+        if ctx.subject_id is None:
+            raise ValidationFailed(
+                "a token without a subject names the recall's subject with the query "
+                "parameter subject_id",
+                {"field": "subject_id"},
+            )
+        return ctx.subject_id
+
+    # ------------------------------------------------------------------- reads
+
+    def recall_trace(
+        self, ctx: AccessContext, recall_id: str, subject_id: str | None = None
+    ) -> RecallTraceOut:
+        ctx.require(Scope.MEMORY_READ)
+        subject = self._subject(ctx, subject_id)
+        now = self.clock.now()
+        trace = self.traces.recall(ctx.tenant_id, subject, recall_id, now)
+        if trace is None:
+            raise NotFound(_NO_RECALL, {"recall_id": recall_id})
+        # Ids of what the reader may not read now (another agent's recall, a memory above
+        # this token's ceiling, one deleted since) are withheld: reasons and counts stay.
+        named = [s.memory_id for s in trace.returned]
+        named += [d.memory_id for d in trace.dropped if d.memory_id]
+        held = self.repo.versions(ctx.tenant_id, subject, list(dict.fromkeys(named)))
+        readable = {m.memory_id for m in held if ctx.may_read(m.sensitivity, m.visibility)}
+        return RecallTraceOut.of(trace, readable)
+
+    def memory_trace(self, ctx: AccessContext, subject_id: str, memory_id: str) -> MemoryTraceOut:
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        t = ctx.tenant_id
+        located = self.repo.locate(t, subject_id, memory_id)
+        chain = self.repo.chain(t, subject_id, located[0]) if located else None
+        if chain is None:
+            raise NotFound(_NO_MEMORY, {"memory_id": memory_id})
+        now = self.clock.now()
+        links = self.traces.served(t, subject_id, chain.chain_id, now, limit=200)
+        by_version: dict[str, list[ServedByOut]] = {}
+        for link in links:
+            by_version.setdefault(link.memory_id, []).append(ServedByOut.of(link))
+        versions: list[TraceVersionOut] = []
+        if chain.live:
+            # The readable versions, as history shows them (NotFound when none is).
+            for m in self.memory.history(ctx, subject_id, memory_id):
+                versions.append(
+                    TraceVersionOut(
+                        memory_id=m.memory_id,
+                        version=m.version,
+                        status=m.status.value,
+                        created_by=m.created_by,
+                        created_at=m.created_at,
+                        expires_at=m.expires_at,
+                        supersedes_id=m.supersedes_id,
+                        source_type=m.source.type.value,
+                        index_status=m.index_status.value,
+                        embedding_model=m.embedding_model,
+                        served_by=by_version.get(m.memory_id, []),
+                    )
+                )
+        job = self.repo.job(t, chain.deletion_id) if chain.deletion_id else None
+        events = [
+            TraceEventOut(
+                event_id=e.event_id,
+                at=e.at,
+                action=e.action,
+                actor=e.actor,
+                memory_id=e.memory_id,
+                version=e.version,
+                deletion_id=e.deletion_id,
+                detail=dict(e.detail) if e.detail else None,
+            )
+            for e in self.repo.events(t, subject_id)
+            if e.chain_id == chain.chain_id
+        ]
+        last = links[0] if links else None
+        return MemoryTraceOut(
+            memory_id=memory_id,
+            chain_id=chain.chain_id,
+            state="live" if chain.live else "deleted",
+            current_version=chain.current_version,
+            versions=versions,
+            events=events,
+            last_used=LastUseOut(
+                at=last.at,
+                recall_id=last.recall_id,
+                memory_id=last.memory_id,
+                version=last.version,
+                run_id=last.run_id,
+                task_id=last.task_id,
+            )
+            if last
+            else None,
+            feedback=[
+                FeedbackOut.of(f)
+                for f in self.traces.feedback(t, subject_id, now, chain_id=chain.chain_id)
+            ],
+            deletion=job.public_view() if job else None,
+        )
+
+    def list_feedback(self, ctx: AccessContext, subject_id: str, limit: int) -> list[FeedbackOut]:
+        ctx.require(Scope.MEMORY_READ)
+        ctx.require_subject(subject_id)
+        found = self.traces.feedback(ctx.tenant_id, subject_id, self.clock.now(), limit=limit)
+        return [FeedbackOut.of(f) for f in found if self._may_read(ctx, subject_id, f.memory_id)]
+
+    def _may_read(self, ctx: AccessContext, subject_id: str, memory_id: str) -> bool:
+        """Feedback shows to those who may read its memory now, as the memory would."""
+        try:
+            self.memory.readable(ctx, subject_id, memory_id)
+        except NotFound:
+            return False
+        return True
+
+    # ----------------------------------------------------------------- feedback
+
+    def give_feedback(
+        self, ctx: AccessContext, subject_id: str, req: FeedbackRequest
+    ) -> FeedbackOut:
+        """Feedback on a memory a recall served (named by the recall, or by the run it was
+        for); a correction sent with it goes through ``MemoryService.correct`` and names
+        this feedback as its cause. Nothing is stored when the correction is refused."""
+        ctx.require(Scope.MEMORY_WRITE)
+        ctx.require_subject(subject_id)
+        t = ctx.tenant_id
+        now = self.clock.now()
+        # Only about what the caller may read now: otherwise the answer would tell a
+        # token that cannot see the memory that it exists.
+        chain_id = self.memory.readable(ctx, subject_id, req.memory_id).chain_id
+        recall_id, version = req.recall_id, None
+        if recall_id is not None:
+            trace = self.traces.recall(t, subject_id, recall_id, now)
+            if trace is None:
+                raise NotFound(_NO_RECALL, {"recall_id": recall_id})
+            served = [s for s in trace.returned if s.chain_id == chain_id]
+            if not served:
+                raise ValidationFailed(
+                    "this recall did not return that memory", {"field": "memory_id"}
+                )
+            version = served[0].version
+            if req.run_id is not None and trace.run_id != req.run_id:
+                raise ValidationFailed("this recall was not made for that run", {"field": "run_id"})
+        else:
+            links = [
+                link
+                for link in self.traces.served(t, subject_id, chain_id, now, limit=200)
+                if link.run_id == req.run_id
+            ]
+            if not links:
+                raise NotFound(
+                    "no recall for this run returned that memory", {"run_id": req.run_id}
+                )
+            recall_id, version = links[0].recall_id, links[0].version
+        feedback_id = self.ids.new_id("fbk")
+        corrected = None
+        if req.correction is not None:
+            corrected = self.memory.correct(
+                ctx, subject_id, req.memory_id, req.correction, prompted_by=feedback_id
+            )
+        feedback = Feedback(
+            feedback_id=feedback_id,
+            tenant_id=t,
+            subject_id=subject_id,
+            at=now,
+            expires_at=now + timedelta(days=self.settings.trace_retention_days),
+            actor=ctx.principal,
+            verdict=req.verdict,
+            memory_id=req.memory_id,
+            chain_id=chain_id,
+            version=version,
+            recall_id=recall_id,
+            run_id=req.run_id,
+            correction_memory_id=corrected.memory_id if corrected else None,
+            correction_version=corrected.version if corrected else None,
+        )
+        self.traces.add_feedback(feedback)
+        logger.info(
+            "feedback recorded",
+            extra={
+                "tenant_id": t,
+                "subject_id": subject_id,
+                "feedback_id": feedback_id,
+                "recall_id": recall_id,
+                "chain_id": chain_id,
+                "verdict": req.verdict,
+            },
+        )
+        return FeedbackOut.of(feedback)

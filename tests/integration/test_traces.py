@@ -1,0 +1,248 @@
+"""Traces and feedback, on both stores (DynamoDB on moto, the embedded SQLite store), the
+embedded index and the hashing embedder. moto ignores TTL: expiry is the adapters' own
+check on read (tests/storage/test_traces_port.py)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from memvault.embeddings.hashing import HashingEmbedder
+from memvault.errors import NotFound, SecretDetected
+from memvault.models.memory import CopyState, DeletionState, MemoryPatch
+from memvault.models.recall import RecallRequest
+from memvault.models.trace import FeedbackRequest
+from tests.support.harness import a_write, ctx
+from tests.support.recall import RecallRig, make_rig
+
+
+class _NoPurge:
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
+        return None
+
+
+@pytest.fixture(params=["dynamodb", "sqlite"])
+def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
+    with mock_aws():
+        built = make_rig(
+            "embedded",
+            HashingEmbedder(),
+            store=request.param,
+            recall_relevance_floor=0.1,
+            trace_query_salt="pepper",
+        )
+        yield built
+        if built.services.stores.database is not None:
+            built.services.stores.database.close()
+
+
+def write(rig: RecallRig, content: str, **kw: Any) -> Any:
+    body = {"request_id": uuid.uuid4().hex, "canonical_key": None, "scope": {}, "tags": []}
+    return rig.services.memory.write(
+        ctx(), "u-1", a_write(content=content, **{**body, **kw})
+    ).memory
+
+
+def recall(rig: RecallRig, query: str, **kw: Any) -> Any:
+    return rig.services.recall.recall(ctx(), "u-1", RecallRequest(query=query, **kw))
+
+
+def stored_trace_text(rig: RecallRig) -> str:
+    """Every trace and audit record the store holds, as text."""
+    database = rig.services.stores.database
+    if database is not None:
+        conn = sqlite3.connect(database.path)
+        rows = [
+            *conn.execute("SELECT * FROM trace_items").fetchall(),
+            *conn.execute("SELECT * FROM audit_events").fetchall(),
+        ]
+        conn.close()
+        return json.dumps(rows, ensure_ascii=False)
+    name = rig.settings.table_prefix + "audit"
+    items = rig.client.scan(TableName=name)["Items"]
+    return json.dumps(items, ensure_ascii=False)
+
+
+def test_feedback_on_a_wrong_recall_and_its_correction_are_linked_by_ids(rig: RecallRig) -> None:
+    wrong = write(rig, "The team standup is on Mondays at nine", canonical_key="standup-day")
+    write(rig, "The team retro is on Fridays")
+    rig.sync()
+    served = recall(rig, "when is the team standup", run_id="run-7", task_id="plan-week")
+    assert served.recall_id and wrong.memory_id in [i.memory.memory_id for i in served.items]
+    traces = rig.services.traces
+    fb = traces.give_feedback(
+        ctx(),
+        "u-1",
+        FeedbackRequest(
+            recall_id=served.recall_id,
+            memory_id=wrong.memory_id,
+            verdict="wrong",
+            correction=MemoryPatch(
+                expected_version=1, content="The team standup is on Tuesdays at nine"
+            ),
+        ),
+    )
+    assert fb.recall_id == served.recall_id and fb.version == 1 and fb.correction_version == 2
+    trace = traces.memory_trace(ctx(), "u-1", wrong.memory_id)
+    v1 = next(v for v in trace.versions if v.version == 1)
+    assert [(s.recall_id, s.run_id, s.task_id) for s in v1.served_by] == [
+        (served.recall_id, "run-7", "plan-week")
+    ]
+    assert trace.last_used is not None and trace.last_used.recall_id == served.recall_id
+    assert [(f.feedback_id, f.verdict) for f in trace.feedback] == [(fb.feedback_id, "wrong")]
+    correction = next(e for e in trace.events if e.action == "memory.correct")
+    assert correction.memory_id == fb.correction_memory_id
+    assert correction.detail is not None
+    assert correction.detail["prompted_by"] == fb.feedback_id
+    assert correction.detail["previous_version"] == 1 and correction.version == 2
+    assert correction.detail["conflict"] == "compare_and_set"
+    written = next(e for e in trace.events if e.action == "memory.write")
+    assert written.detail is not None and written.detail["rule"] == "consented_write"
+    assert written.detail["secret_scan"] == "clean" and written.detail["status"] == "active"
+    # The recall's own trace names what it returned, at which version and rank.
+    shown = traces.recall_trace(ctx(), served.recall_id)
+    assert (wrong.memory_id, 1) in [(r.memory_id, r.version) for r in shown.returned]
+    assert shown.run_id == "run-7" and shown.candidates["fused"] >= 1
+    assert [f.feedback_id for f in traces.list_feedback(ctx(), "u-1", 10)] == [fb.feedback_id]
+    # Feedback by run id finds the same recall.
+    by_run = traces.give_feedback(
+        ctx(), "u-1", FeedbackRequest(run_id="run-7", memory_id=wrong.memory_id, verdict="outdated")
+    )
+    assert by_run.recall_id == served.recall_id
+
+
+def test_a_deleted_and_a_superseded_document_in_the_index_are_counted_as_dropped(
+    rig: RecallRig,
+) -> None:
+    rig.services.memory.purge = _NoPurge()  # the index keeps its documents on purpose
+    gone = write(rig, "Coffee order: oat flat white")
+    old = write(rig, "Coffee order: double espresso")
+    rig.sync()
+    rig.services.memory.delete(ctx(), "u-1", gone.memory_id)
+    rig.services.memory.correct(
+        ctx(), "u-1", old.memory_id, MemoryPatch(expected_version=1, content="Coffee: tea now")
+    )
+    served = recall(rig, "coffee order")
+    trace = rig.services.stores.traces.recall("acme", "u-1", served.recall_id, rig.clock.now())
+    assert trace is not None
+    reasons = {(d.chain_id, d.reason) for d in trace.dropped}
+    assert (gone.chain_id, "deleted") in reasons
+    assert (old.chain_id, "superseded") in reasons
+    assert trace.candidates["keyword"] + trace.candidates["vector"] >= 2
+
+
+def test_no_trace_audit_or_log_holds_content_query_or_secrets(
+    rig: RecallRig, capsys: pytest.CaptureFixture[str], caplog: pytest.LogCaptureFixture
+) -> None:
+    content_marker, query_marker = "zqcontent7f3a", "zqquery91bd"
+    secret = "ghp_" + "Zq9x" * 9
+    m = write(rig, f"Likes {content_marker} biscuits", canonical_key="biscuits")
+    with pytest.raises(SecretDetected):
+        write(rig, f"token {secret}")
+    rig.sync()
+    served = recall(rig, f"biscuits {query_marker} {secret}", task_id="t-1")
+    recall(rig, f"{content_marker} biscuits")
+    traces = rig.services.traces
+    fb = traces.give_feedback(
+        ctx(),
+        "u-1",
+        FeedbackRequest(
+            recall_id=served.recall_id,
+            memory_id=m.memory_id,
+            verdict="wrong",
+            correction=MemoryPatch(expected_version=1, content=f"Likes {content_marker} cake"),
+        ),
+    )
+    assembled = rig.services.context.assemble(
+        ctx(), "u-1", _context_request(f"{query_marker} biscuits")
+    )
+    assert len(assembled.manifest.recall_ids) == 1  # the manifest names its recall
+    text = stored_trace_text(rig)
+    assert served.recall_id in text and fb.feedback_id in text  # the records are there
+    logs = capsys.readouterr().out + capsys.readouterr().err + caplog.text
+    for marker in (content_marker, query_marker, secret, "biscuits"):
+        assert marker not in text
+        assert marker not in logs
+
+
+def _context_request(query: str) -> Any:
+    from memvault.models.context import ContextRequest
+
+    return ContextRequest(goal="g", token_budget=2000, query=query)
+
+
+def test_forgetting_a_subject_removes_their_traces_and_the_job_lists_the_copy(
+    rig: RecallRig,
+) -> None:
+    m = write(rig, "Walks the dog at seven")
+    rig.sync()
+    served = recall(rig, "walks the dog")
+    rig.services.traces.give_feedback(
+        ctx(),
+        "u-1",
+        FeedbackRequest(recall_id=served.recall_id, memory_id=m.memory_id, verdict="helpful"),
+    )
+    store = rig.services.stores.traces
+    assert store.served("acme", "u-1", m.chain_id, rig.clock.now())
+    job = rig.services.memory.forget(ctx(), "u-1")
+    job = rig.services.purge.run("acme", job.deletion_id)
+    assert job.status is DeletionState.COMPLETED
+    copy = next(c for c in job.copies if c.name == "traces")
+    assert copy.status is CopyState.DONE and "3 trace item(s)" in (copy.reason or "")
+    now = rig.clock.now()
+    assert store.recall("acme", "u-1", served.recall_id, now) is None
+    assert store.served("acme", "u-1", m.chain_id, now) == []
+    assert store.feedback("acme", "u-1", now) == []
+    assert served.recall_id not in stored_trace_text(rig)
+
+
+def test_deleting_a_memory_removes_its_served_links(rig: RecallRig) -> None:
+    m = write(rig, "Keeps the garden tidy on weekends")
+    rig.sync()
+    served = recall(rig, "garden tidy")
+    job = rig.services.memory.delete(ctx(), "u-1", m.memory_id, prompted_by=served.recall_id)
+    assert next(c for c in job.copies if c.name == "traces").status is CopyState.DONE
+    assert rig.services.stores.traces.served("acme", "u-1", m.chain_id, rig.clock.now()) == []
+    trace = rig.services.traces.memory_trace(ctx(), "u-1", m.memory_id)
+    assert trace.state == "deleted" and trace.deletion is not None
+    deleted = next(e for e in trace.events if e.action == "memory.delete")
+    assert deleted.detail == {"prompted_by": served.recall_id}
+
+
+def test_prompted_by_and_feedback_refuse_another_subjects_or_tenants_ids(rig: RecallRig) -> None:
+    m = write(rig, "Reads science fiction")
+    rig.sync()
+    served = recall(rig, "science fiction")
+    other = rig.services.memory.write(
+        ctx("acme", "u-2"), "u-2", a_write(request_id="o-1", canonical_key=None)
+    ).memory
+    with pytest.raises(NotFound):  # u-2's correction cannot cite u-1's recall
+        rig.services.memory.correct(
+            ctx("acme", "u-2"),
+            "u-2",
+            other.memory_id,
+            MemoryPatch(expected_version=1, tags=["x"], prompted_by=served.recall_id),
+        )
+    with pytest.raises(NotFound):  # another tenant never finds the recall
+        rig.services.traces.recall_trace(ctx("globex", "u-1"), served.recall_id)
+    with pytest.raises(NotFound):
+        rig.services.traces.give_feedback(
+            ctx("globex", "u-1"),
+            "u-1",
+            FeedbackRequest(recall_id=served.recall_id, memory_id=m.memory_id, verdict="wrong"),
+        )
+
+
+def test_tracing_off_writes_no_trace() -> None:
+    with mock_aws():
+        rig = make_rig("embedded", HashingEmbedder(), recall_relevance_floor=0.1, tracing=False)
+        write(rig, "Plays chess on Sundays")
+        rig.sync()
+        assert recall(rig, "chess").recall_id is None
+        assert "RECALL#" not in stored_trace_text(rig)
