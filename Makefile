@@ -6,7 +6,7 @@ UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop
+.PHONY: help install run test unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop browser
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -38,7 +38,10 @@ format: $(STAMP) ## apply ruff's formatting and safe fixes
 typecheck: $(STAMP) ## mypy (strict, pydantic plugin)
 	$(BIN)/mypy
 
-unit: $(STAMP) ## the pytest suite alone; then every reliability scenario it recorded must hold
+browser: ## Debian's chromium for the console's browser tests (installed when missing, as root)
+	@bash scripts/chromium.sh
+
+unit: $(STAMP) browser ## the pytest suite alone; then every reliability scenario it recorded must hold
 	@$(BIN)/python -m pytest; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	if [ $$rc -eq 0 ]; then $(BIN)/python scripts/reliability.py --check --require-all; rc=$$?; fi; \

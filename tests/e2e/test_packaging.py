@@ -100,6 +100,10 @@ def test_the_wheel_and_the_sdist_hold_the_package(installed: Installed) -> None:
         "memvault/py.typed",
         "memvault_local/cli.py",
         "memvault_local/model.py",
+        "memvault_local/console_app.py",
+        "memvault_local/console/index.html",
+        "memvault_local/console/console.js",
+        "memvault_local/console/console.css",
     ):
         assert needed in names, needed
     assert not any(n.startswith("tests/") for n in names)
@@ -154,3 +158,12 @@ def test_the_readme_sdk_quick_start_runs_from_the_installed_wheel(
         time.sleep(1)
         out = run(str(installed.python), str(script), cwd=script.parent, env=env)
     assert "['Prefers tea'" in out, out
+
+
+def test_the_installed_stack_serves_the_console(stack: RunningStack) -> None:
+    import urllib.request
+
+    for name, marker in (("", "memvault console"), ("console.js", "sessionStorage")):
+        with urllib.request.urlopen(f"{stack.url}/console/{name}", timeout=30) as answer:
+            assert answer.status == 200, name
+            assert marker in answer.read().decode(), name
