@@ -12,7 +12,7 @@ from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack, start_stack
 
 TENANT = "langgraph"
-SCOPES = "memory:read runs:write artifacts:write"
+SCOPES = "memory:read memory:write memory:delete runs:write artifacts:write"
 
 
 @pytest.fixture(scope="package")

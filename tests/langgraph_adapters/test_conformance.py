@@ -12,7 +12,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from memvault.client import AsyncMemvaultClient
 from memvault.langgraph import MemvaultSaver
 from memvault_local.process import RunningStack
-from tests.langgraph_saver.conftest import mint
+from tests.langgraph_adapters.conftest import mint
 
 BASE = ("put", "put_writes", "get_tuple", "list", "delete_thread")
 #: Tests that put several root checkpoints (no parent) into one thread: a fork, which this

@@ -20,7 +20,7 @@ from langgraph.types import Command, interrupt
 from memvault.client import AsyncMemvaultClient, MemvaultClient, VersionConflict
 from memvault.langgraph import CheckpointConflict, MemvaultSaver
 from memvault_local.process import RunningStack
-from tests.langgraph_saver.conftest import mint
+from tests.langgraph_adapters.conftest import mint
 
 
 @pytest.fixture

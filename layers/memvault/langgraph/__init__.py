@@ -1,4 +1,5 @@
-"""A LangGraph checkpointer on memvault's run state: :class:`MemvaultSaver`.
+"""LangGraph adapters on memvault: :class:`MemvaultSaver`, a checkpointer on run state, and
+:class:`MemvaultStore`, a long-term store on governed memory.
 
 Needs the ``langgraph`` extra (``pip install 'memvault[langgraph]'``); ``import
 memvault`` never loads this package.
@@ -7,5 +8,12 @@ memvault`` never loads this package.
 from __future__ import annotations
 
 from memvault.langgraph.saver import CheckpointConflict, MemvaultSaver, ThreadForked
+from memvault.langgraph.store import MemvaultStore, StoreValueError
 
-__all__ = ["CheckpointConflict", "MemvaultSaver", "ThreadForked"]
+__all__ = [
+    "CheckpointConflict",
+    "MemvaultSaver",
+    "MemvaultStore",
+    "StoreValueError",
+    "ThreadForked",
+]

@@ -21,23 +21,20 @@ The mapping:
   history then expires with the run retention) and moves the thread to a new generation,
   so the thread starts empty and can be used again.
 
-The logic is written once, as generators that yield the SDK calls they need (``_Op``);
+The logic is written once, as generators that yield the SDK calls they need (``Op``);
 the sync methods drive them with a :class:`~memvault.client.MemvaultClient`, the async
 ones await an :class:`~memvault.client.AsyncMemvaultClient`.
 """
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import builtins
 import contextlib
 import hashlib
 import json
-import time
-from collections.abc import AsyncIterator, Generator, Iterator, Sequence
-from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from collections.abc import AsyncIterator, Iterator, Sequence
+from typing import Any
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -59,10 +56,9 @@ from memvault.client.errors import (
     NotFound,
     VersionConflict,
 )
+from memvault.langgraph._flow import SLEEP, Flow, Op, T, adrive, drive
 from memvault.models.run import Checkpoint as RunCheckpoint
 from memvault.models.run import RunStatus
-
-T = TypeVar("T")
 
 #: The state layout's version, kept in every state this saver writes.
 _LAYOUT = 1
@@ -71,8 +67,6 @@ _MEDIA_TYPE = "application/json"
 _WRITES_WAIT_S = 5.0
 #: How many checkpoints back from the head writes for an earlier checkpoint are looked for.
 _LATE_WRITES_DEPTH = 64
-#: Not an SDK call: the driver sleeps.
-_SLEEP = "__sleep__"
 _TERMINAL = {RunStatus.SUCCEEDED, RunStatus.FAILED, RunStatus.CANCELLED}
 
 
@@ -111,59 +105,6 @@ ThreadForked = CheckpointConflict
 
 class ArtifactDigestMismatch(MemvaultError):
     """An offloaded value's bytes do not have the sha256 its checkpoint names."""
-
-
-# ----------------------------------------------------------------- the calls
-
-
-@dataclass(frozen=True)
-class _Op:
-    """One SDK call: the client method's name and its arguments (the same on both)."""
-
-    method: str
-    args: tuple[Any, ...] = ()
-    kwargs: dict[str, Any] = field(default_factory=dict)
-
-
-_Flow = Generator[_Op, Any, T]
-
-
-def _drive(client: MemvaultClient, flow: _Flow[T]) -> T:
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = flow.throw(error) if error is not None else flow.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        error = None
-        if op.method == _SLEEP:
-            time.sleep(op.args[0])
-            reply = None
-            continue
-        try:
-            reply = getattr(client, op.method)(*op.args, **op.kwargs)
-        except MemvaultError as failed:
-            error = failed
-
-
-async def _adrive(client: AsyncMemvaultClient, flow: _Flow[T]) -> T:
-    reply: Any = None
-    error: BaseException | None = None
-    while True:
-        try:
-            op = flow.throw(error) if error is not None else flow.send(reply)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]
-        error = None
-        if op.method == _SLEEP:
-            await asyncio.sleep(op.args[0])
-            reply = None
-            continue
-        try:
-            reply = await getattr(client, op.method)(*op.args, **op.kwargs)
-        except MemvaultError as failed:
-            error = failed
 
 
 def _hash(*parts: Any) -> str:
@@ -240,17 +181,17 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
 
     # ----------------------------------------------------------------- drivers
 
-    def _sync(self, flow: _Flow[T]) -> T:
+    def _sync(self, flow: Flow[T]) -> T:
         if self.client is None:
             flow.close()
             raise RuntimeError("this MemvaultSaver has no sync client: use the async methods")
-        return _drive(self.client, flow)
+        return drive(self.client, flow)
 
-    async def _async(self, flow: _Flow[T]) -> T:
+    async def _async(self, flow: Flow[T]) -> T:
         if self.aclient is None:
             flow.close()
             raise RuntimeError("this MemvaultSaver has no async client: use the sync methods")
-        return await _adrive(self.aclient, flow)
+        return await adrive(self.aclient, flow)
 
     # -------------------------------------------------------------- public API
 
@@ -337,25 +278,25 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
 
     # ------------------------------------------------------------- run access
 
-    def _read(self, run_id: str) -> _Flow[RunCheckpoint | None]:
+    def _read(self, run_id: str) -> Flow[RunCheckpoint | None]:
         try:
-            run: RunCheckpoint = yield _Op("get_run", (run_id,), {"subject_id": self.subject_id})
+            run: RunCheckpoint = yield Op("get_run", (run_id,), {"subject_id": self.subject_id})
         except NotFound:
             return None
         return run
 
-    def _version(self, run_id: str, version: int) -> _Flow[RunCheckpoint]:
-        run: RunCheckpoint = yield _Op(
+    def _version(self, run_id: str, version: int) -> Flow[RunCheckpoint]:
+        run: RunCheckpoint = yield Op(
             "get_run_version", (run_id, version), {"subject_id": self.subject_id}
         )
         return run
 
-    def _read_or_create(self, run_id: str) -> _Flow[RunCheckpoint]:
+    def _read_or_create(self, run_id: str) -> Flow[RunCheckpoint]:
         run = yield from self._read(run_id)
         if run is None:
             body = {"subject_id": self.subject_id, "plan_version": self.plan_version}
             # The same payload again answers the run: safe when two writers race here.
-            run = yield _Op("create_run", (run_id, body))
+            run = yield Op("create_run", (run_id, body))
         assert run is not None
         return run
 
@@ -368,7 +309,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         step: str,
         state: dict[str, Any],
         artifact_refs: builtins.list[dict[str, str]] | None = None,
-    ) -> _Flow[RunCheckpoint]:
+    ) -> Flow[RunCheckpoint]:
         body: dict[str, Any] = {
             "expected_version": expected,
             "status": status.value,
@@ -376,16 +317,16 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             "state": state,
             "artifact_refs": artifact_refs or [],
         }
-        run: RunCheckpoint = yield _Op(
+        run: RunCheckpoint = yield Op(
             "advance_run", (run_id, body), {"subject_id": self.subject_id}
         )
         return run
 
-    def _generation(self, thread_id: str) -> _Flow[int]:
+    def _generation(self, thread_id: str) -> Flow[int]:
         registry = yield from self._read(self.registry_run_id(thread_id))
         return int(registry.state.get("generation", 0)) if registry is not None else 0
 
-    def _register(self, thread_id: str, checkpoint_ns: str) -> _Flow[int]:
+    def _register(self, thread_id: str, checkpoint_ns: str) -> Flow[int]:
         """The thread's generation, with ``checkpoint_ns`` recorded among its namespaces
         (so that delete_thread finds it)."""
         run_id = self.registry_run_id(thread_id)
@@ -423,9 +364,9 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         kind, data = self.serde.dumps_typed(value)
         return {"t": kind, "b": base64.b64encode(data).decode("ascii")}
 
-    def _unpack(self, blob: dict[str, Any]) -> _Flow[Any]:
+    def _unpack(self, blob: dict[str, Any]) -> Flow[Any]:
         if "a" in blob:
-            raw: bytes = yield _Op("download_artifact", (self.subject_id, blob["a"]))
+            raw: bytes = yield Op("download_artifact", (self.subject_id, blob["a"]))
             if hashlib.sha256(raw).hexdigest() != blob["h"]:
                 raise ArtifactDigestMismatch(
                     "an offloaded checkpoint value does not match its sha256",
@@ -434,7 +375,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             blob = json.loads(raw)
         return self.serde.loads_typed((blob["t"], base64.b64decode(blob["b"])))
 
-    def _offload(self, state: dict[str, Any]) -> _Flow[builtins.list[dict[str, str]]]:
+    def _offload(self, state: dict[str, Any]) -> Flow[builtins.list[dict[str, str]]]:
         """Move the largest inline values to the artifact store until the state fits;
         answers the artifact references the state now holds."""
         blobs: builtins.list[dict[str, Any]] = [state["checkpoint"], state["metadata"]]
@@ -449,7 +390,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             options: dict[str, Any] = {"media_type": _MEDIA_TYPE, "name": "langgraph-value"}
             if self.artifact_retention_days is not None:
                 options["retention_days"] = self.artifact_retention_days
-            artifact = yield _Op("upload_artifact", (self.subject_id, data), options)
+            artifact = yield Op("upload_artifact", (self.subject_id, data), options)
             digest = hashlib.sha256(data).hexdigest()
             largest.clear()
             largest.update({"t": "artifact", "a": artifact.artifact_id, "h": digest})
@@ -460,7 +401,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
 
     def _put(
         self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
-    ) -> _Flow[RunnableConfig]:
+    ) -> Flow[RunnableConfig]:
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         checkpoint_ns = str(conf.get("checkpoint_ns", ""))
@@ -532,7 +473,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         writes: Sequence[tuple[str, Any]],
         task_id: str,
         task_path: str,
-    ) -> _Flow[None]:
+    ) -> Flow[None]:
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         checkpoint_ns = str(conf.get("checkpoint_ns", ""))
@@ -552,7 +493,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
                 # flight (durability "async"): give that put a moment to land.
                 if waited < self.writes_wait_s and (head is None or head.status not in _TERMINAL):
                     delay = min(0.2, 0.01 + waited / 4)
-                    yield _Op(_SLEEP, (delay,))
+                    yield Op(SLEEP, (delay,))
                     waited += delay
                     continue
                 raise self._conflict(thread_id, checkpoint_ns, checkpoint_id, current)
@@ -599,7 +540,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
 
     def _writes_slot(
         self, run_id: str, head: RunCheckpoint, checkpoint_id: str
-    ) -> _Flow[tuple[str, builtins.list[builtins.list[Any]]] | None]:
+    ) -> Flow[tuple[str, builtins.list[builtins.list[Any]]] | None]:
         """Where writes for ``checkpoint_id`` go in the head's state, with the writes that
         checkpoint already has; None when it is not on the thread's line (yet).
 
@@ -636,7 +577,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
 
     def _walk(
         self, run_id: str, head: RunCheckpoint, stop: str | None
-    ) -> _Flow[builtins.list[dict[str, Any]]]:
+    ) -> Flow[builtins.list[dict[str, Any]]]:
         """The states of the namespace's checkpoints from the head back, newest first,
         as far as checkpoint ``stop`` (included) when given, else to the root."""
         states: builtins.list[dict[str, Any]] = []
@@ -658,7 +599,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         checkpoint_ns: str,
         state: dict[str, Any],
         newer: builtins.list[dict[str, Any]],
-    ) -> _Flow[CheckpointTuple]:
+    ) -> Flow[CheckpointTuple]:
         checkpoint = yield from self._unpack(state["checkpoint"])
         metadata = yield from self._unpack(state["metadata"])
         writes = []
@@ -688,7 +629,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             pending_writes=writes,
         )
 
-    def _get_tuple(self, config: RunnableConfig) -> _Flow[CheckpointTuple | None]:
+    def _get_tuple(self, config: RunnableConfig) -> Flow[CheckpointTuple | None]:
         conf = config["configurable"]
         thread_id = str(conf["thread_id"])
         checkpoint_ns = str(conf.get("checkpoint_ns", ""))
@@ -711,7 +652,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         wanted: dict[str, Any] | None,
         before: RunnableConfig | None,
         limit: int | None,
-    ) -> _Flow[builtins.list[CheckpointTuple]]:
+    ) -> Flow[builtins.list[CheckpointTuple]]:
         if config is None:
             raise ValueError(
                 "MemvaultSaver lists one thread's checkpoints: give a config with a thread_id"
@@ -755,7 +696,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
 
     # ----------------------------------------------------------------- delete
 
-    def _delete_thread(self, thread_id: str) -> _Flow[None]:
+    def _delete_thread(self, thread_id: str) -> Flow[None]:
         registry_id = self.registry_run_id(thread_id)
         registry = yield from self._read(registry_id)
         if registry is None:
@@ -799,7 +740,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         for artifact_id in sorted(artifacts):
             # The artifact goes with its last reference; best effort.
             with contextlib.suppress(MemvaultError):
-                yield _Op("delete_artifact", (self.subject_id, artifact_id))
+                yield Op("delete_artifact", (self.subject_id, artifact_id))
         return None
 
     @staticmethod
