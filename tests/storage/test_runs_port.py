@@ -17,7 +17,7 @@ from __future__ import annotations
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
@@ -462,6 +462,90 @@ def test_an_event_without_effect_is_recorded_at_the_current_version_only(
     assert store.receipt("acme", "run-9", "evt-3", now=NOW) is None
 
 
+def _ids(page: tuple[list[EventReceipt], str | None]) -> tuple[list[str], str | None]:
+    return [r.event_id for r in page[0]], page[1]
+
+
+def test_a_runs_receipts_are_listed_by_event_id_in_pages(store: RunStore) -> None:
+    created(store)
+    assert store.receipts("acme", "run-1", now=NOW) == ([], None)
+    # An applied event (with its advance) and events recorded without effect, out of order.
+    store.advance("acme", step_to(2, receipt=receipt("evt-c")))
+    for event_id in ("evt-a", "evt-e", "evt-b", "evt-d"):
+        store.record_event("acme", "run-1", receipt(event_id, 2, applied=False), at_version=2)
+    everything = store.receipts("acme", "run-1", now=NOW)
+    assert _ids(everything) == (["evt-a", "evt-b", "evt-c", "evt-d", "evt-e"], None)
+    # Each receipt as stored: ids, type, time, fingerprint and effect.
+    assert everything[0][2] == receipt("evt-c")
+    assert everything[0][0] == receipt("evt-a", 2, applied=False)
+
+    first = store.receipts("acme", "run-1", now=NOW, limit=2)
+    assert _ids(first) == (["evt-a", "evt-b"], "evt-b")
+    second = store.receipts("acme", "run-1", now=NOW, limit=2, cursor=first[1])
+    assert _ids(second) == (["evt-c", "evt-d"], "evt-d")
+    last = store.receipts("acme", "run-1", now=NOW, limit=2, cursor=second[1])
+    assert _ids(last) == (["evt-e"], None)
+    # A page that takes the rest exactly is not followed by an empty one.
+    assert _ids(store.receipts("acme", "run-1", now=NOW, limit=5)) == (
+        ["evt-a", "evt-b", "evt-c", "evt-d", "evt-e"],
+        None,
+    )
+    assert _ids(store.receipts("acme", "run-1", now=NOW, limit=1, cursor="evt-d")) == (
+        ["evt-e"],
+        None,
+    )
+    # The cursor need not be a receipt's id: listing resumes after it.
+    assert _ids(store.receipts("acme", "run-1", now=NOW, limit=2, cursor="evt-bb")) == (
+        ["evt-c", "evt-d"],
+        "evt-d",
+    )
+    assert store.receipts("acme", "run-1", now=NOW, cursor="evt-e") == ([], None)
+    # Another run's receipts are its own.
+    created(store, "run-2")
+    assert store.receipts("acme", "run-2", now=NOW) == ([], None)
+    assert store.receipts("acme", "run-9", now=NOW) == ([], None)
+
+
+def test_expired_receipts_are_skipped_and_pages_stay_full(store: RunStore) -> None:
+    """A receipt past its expiry is never listed, whatever the store's TTL has deleted so
+    far; a page is still full when expired receipts lie among live ones."""
+    created(store)
+    for event_id in ("evt-a", "evt-b", "evt-c", "evt-d", "evt-e"):
+        expiring = event_id in ("evt-b", "evt-c")
+        kept = replace(receipt(event_id, 1, applied=False), ttl=TTL if expiring else None)
+        store.record_event("acme", "run-1", kept, at_version=1)
+    assert _ids(store.receipts("acme", "run-1", now=NOW, limit=3)) == (
+        ["evt-a", "evt-b", "evt-c"],
+        "evt-c",
+    )
+    first = store.receipts("acme", "run-1", now=LATER, limit=2)
+    assert _ids(first) == (["evt-a", "evt-d"], "evt-d")
+    second = store.receipts("acme", "run-1", now=LATER, limit=2, cursor=first[1])
+    assert _ids(second) == (["evt-e"], None)
+    assert _ids(store.receipts("acme", "run-1", now=LATER, limit=1, cursor="evt-a")) == (
+        ["evt-d"],
+        "evt-d",
+    )
+
+
+def test_receipts_list_in_byte_order_of_their_ids(store: RunStore) -> None:
+    """Event ids are any text: both stores order them by their UTF-8 bytes."""
+    created(store)
+    ids = ["Z", "a", "a#b", "a-b", "é", "日本", "~"]
+    for event_id in reversed(ids):
+        store.record_event("acme", "run-1", receipt(event_id, 1, applied=False), at_version=1)
+    expected = sorted(ids, key=lambda i: i.encode())
+    assert _ids(store.receipts("acme", "run-1", now=NOW)) == (expected, None)
+    seen: list[str] = []
+    cursor: str | None = None
+    while True:
+        page, cursor = store.receipts("acme", "run-1", now=NOW, limit=3, cursor=cursor)
+        seen += [r.event_id for r in page]
+        if cursor is None:
+            break
+    assert seen == expected
+
+
 # ---------------------------------------------------------------------- operations
 
 
@@ -544,6 +628,8 @@ def test_a_finished_runs_records_all_take_its_retention(backend: Backend) -> Non
     assert store.operations("acme", "run-1", now=LATER) == []
     assert store.operation("acme", "run-1", "op-1", now=LATER) is None
     assert store.receipt("acme", "run-1", "evt-1", now=LATER) is None
+    assert _ids(store.receipts("acme", "run-1", now=before)) == (["evt-1"], None)
+    assert store.receipts("acme", "run-1", now=LATER) == ([], None)
     assert backend.records() == 6  # still there until the sweep
     assert backend.sweep(TTL - 1) == 0
     assert backend.sweep(TTL + 1) == 6
@@ -582,6 +668,7 @@ def test_another_tenant_never_sees_a_run(store: RunStore) -> None:
     assert store.operations("globex", "run-1", now=NOW) == []
     assert store.operation("globex", "run-1", "op-1", now=NOW) is None
     assert store.receipt("globex", "run-1", "evt-1", now=NOW) is None
+    assert store.receipts("globex", "run-1", now=NOW) == ([], None)
     assert refused(lambda: store.advance("globex", step_to(3))).causes == {Conflict.VERSION}
     assert store.retain("globex", "run-1", TTL) == 0
     assert store.forget_subject("globex", "u-1", NOW).runs == 0
@@ -614,6 +701,7 @@ def test_forgetting_a_subject_deletes_every_record_of_their_runs_only(backend: B
         assert store.version("acme", run_id, 1, now=NOW) is None
         assert store.operations("acme", run_id, now=NOW) == []
         assert store.receipt("acme", run_id, "evt-1", now=NOW) is None
+        assert store.receipts("acme", run_id, now=NOW) == ([], None)
     assert store.head("acme", "run-3", now=NOW) is not None
     assert store.head("globex", "run-1", now=NOW) is not None
     again = store.forget_subject("acme", "u-1", NOW)

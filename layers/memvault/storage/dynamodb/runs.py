@@ -55,8 +55,11 @@ def operation_sk(operation_id: str) -> str:
     return f"OP#{operation_id}"
 
 
+_EVENT = "EVT#"
+
+
 def event_sk(event_id: str) -> str:
-    return f"EVT#{event_id}"
+    return f"{_EVENT}{event_id}"
 
 
 class DynamoRunStore:
@@ -103,15 +106,32 @@ class DynamoRunStore:
         item = self.db.get(TABLE, run_pk(tenant_id, run_id), event_sk(event_id))
         if item is None or not live(item.get("ttl"), now):
             return None
-        return EventReceipt(
-            event_id=event_id,
-            type=item["type"],
-            fingerprint=item["fingerprint"],
-            applied=bool(item["applied"]),
-            received_at=parse_iso(item["received_at"]),
-            version=int(item["version"]),
-            ttl=item.get("ttl"),
-        )
+        return _event_receipt(item)
+
+    def receipts(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        now: datetime,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[EventReceipt], str | None]:
+        # One receipt more than the page, to know whether another page follows; expired
+        # items (not yet deleted by TTL) are skipped, so the query may need more pages.
+        pk = run_pk(tenant_id, run_id)
+        found: list[EventReceipt] = []
+        start = event_sk(cursor) if cursor is not None else None
+        while len(found) <= limit:
+            items, start = self.db.query(
+                TABLE, pk, _EVENT, start_sk=start, limit=limit + 1 - len(found)
+            )
+            found += [_event_receipt(i) for i in items if live(i.get("ttl"), now)]
+            if start is None:
+                break
+        if len(found) > limit:
+            return found[:limit], found[limit - 1].event_id
+        return found, None
 
     # ------------------------------------------------------------------ writes
 
@@ -315,6 +335,18 @@ def _receipt(receipt: EventReceipt) -> dict[str, Any]:
 def _checkpoint(item: Mapping[str, Any]) -> Checkpoint:
     fields = set(Checkpoint.model_fields) - {"operations"}
     return Checkpoint.model_validate({k: v for k, v in item.items() if k in fields})
+
+
+def _event_receipt(item: Mapping[str, Any]) -> EventReceipt:
+    return EventReceipt(
+        event_id=item["sk"].removeprefix(_EVENT),
+        type=item["type"],
+        fingerprint=item["fingerprint"],
+        applied=bool(item["applied"]),
+        received_at=parse_iso(item["received_at"]),
+        version=int(item["version"]),
+        ttl=item.get("ttl"),
+    )
 
 
 def _operation(item: Mapping[str, Any]) -> Operation:

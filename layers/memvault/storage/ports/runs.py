@@ -128,6 +128,21 @@ class RunStore(Protocol):
         self, tenant_id: str, run_id: str, event_id: str, *, now: datetime
     ) -> EventReceipt | None: ...
 
+    def receipts(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        now: datetime,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[EventReceipt], str | None]:
+        """One page of the run's event receipts, by event id (the order both stores keep
+        them in): at most ``limit``, those after ``cursor``. The cursor returned is the
+        event id the page stopped after, None when no receipt follows it (so a page is
+        never followed by an empty one). A receipt holds no payload: none is stored."""
+        ...
+
     # -- writes (each atomic)
 
     def create(self, tenant_id: str, checkpoint: Checkpoint, fingerprint: str) -> None:

@@ -166,17 +166,34 @@ class SqliteRunStore:
                 "WHERE tenant_id = ? AND run_id = ? AND event_id = ? AND (ttl IS NULL OR ttl > ?)",
                 (tenant_id, run_id, event_id, _epoch(now)),
             ).fetchone()
-        if row is None:
-            return None
-        return EventReceipt(
-            event_id=row["event_id"],
-            type=row["type"],
-            fingerprint=row["fingerprint"],
-            applied=bool(row["applied"]),
-            received_at=parse_iso(row["received_at"]),
-            version=int(row["version"]),
-            ttl=row["ttl"],
-        )
+        return None if row is None else _receipt(row)
+
+    def receipts(
+        self,
+        tenant_id: str,
+        run_id: str,
+        *,
+        now: datetime,
+        cursor: str | None = None,
+        limit: int = 100,
+    ) -> tuple[list[EventReceipt], str | None]:
+        # By event id as the primary key orders it (binary, as DynamoDB orders sort keys);
+        # one row more than the page tells whether another follows.
+        clauses = "tenant_id = ? AND run_id = ? AND (ttl IS NULL OR ttl > ?)"
+        params: list[Any] = [tenant_id, run_id, _epoch(now)]
+        if cursor is not None:
+            clauses += " AND event_id > ?"
+            params.append(cursor)
+        with self.db.read() as conn:
+            rows = conn.execute(
+                f"SELECT * FROM run_events WHERE {clauses} "  # noqa: S608 - fixed clauses, values bound
+                "ORDER BY event_id LIMIT ?",
+                (*params, limit + 1),
+            ).fetchall()
+        found = [_receipt(r) for r in rows]
+        if len(found) > limit:
+            return found[:limit], found[limit - 1].event_id
+        return found, None
 
     # ------------------------------------------------------------------ writes
 
@@ -427,6 +444,18 @@ def _insert_receipt(
             receipt.version,
             receipt.ttl,
         ),
+    )
+
+
+def _receipt(row: sqlite3.Row) -> EventReceipt:
+    return EventReceipt(
+        event_id=row["event_id"],
+        type=row["type"],
+        fingerprint=row["fingerprint"],
+        applied=bool(row["applied"]),
+        received_at=parse_iso(row["received_at"]),
+        version=int(row["version"]),
+        ttl=row["ttl"],
     )
 
 
