@@ -116,6 +116,7 @@ ACCEPTED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", f"{RUN}/checkpoints"): frozenset({"runs:write"}),
     ("PUT", f"{RUN}/operations/{{operation_id}}"): frozenset({"runs:write"}),
     ("POST", f"{RUN}/events"): frozenset({"runs:write"}),
+    ("GET", f"{RUN}/events"): frozenset({"runs:write"}),
     ("POST", CONTEXT): frozenset({"memory:read"}),
     ("POST", f"{CONTEXT}/reproduce"): frozenset({"memory:read"}),
     ("POST", ARTIFACTS): frozenset({"artifacts:write"}),
@@ -379,6 +380,8 @@ PROBES: tuple[Probe, ...] = (
           body=lambda v, _: {"status": "COMMITTED", "result_ref": "forged"}, looks="run"),
     Probe("POST", f"{RUN}/events", "run", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
           body=_cancel, looks="run"),
+    Probe("GET", f"{RUN}/events", "world", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
+          sees=("run_event_id",)),
     # working memory (the other tenant's request names a run that tenant does not hold)
     Probe("POST", CONTEXT, "world", 200, (NF, FB, OWN(200), OWN(200)),
           body=_replay("context_body"), sees=SEEN_CONTEXT),
@@ -532,6 +535,10 @@ class Lab:
         advance = {"expected_version": 1, "status": "RUNNING", "step": "collect"}
         self.ok("POST", f"{run}/checkpoints", o, advance, 200)
         self.ok("PUT", f"{run}/operations/op-1", o, {"status": "PENDING"}, 200)
+        # An event that changes nothing: its receipt is what the events listing shows.
+        ids["run_event_id"] = self.marker("run")
+        event = {"event_id": ids["run_event_id"], "type": "note.added", "payload": {"n": 1}}
+        self.ok("POST", f"{run}/events", o, event, 200)
         self.rig.sync()  # recall and context search the index
         ids["context_body"] = {
             "goal": "Plan the subject's week",

@@ -60,3 +60,14 @@ def test_success_statuses_follow_the_contract() -> None:
     paths = _document()["paths"]
     assert "201" in paths["/v1/subjects/{subject_id}/memories"]["post"]["responses"]  # type: ignore[index]
     assert "202" in paths["/v1/subjects/{subject_id}/memories/{memory_id}"]["delete"]["responses"]  # type: ignore[index]
+
+
+def test_a_runs_event_listing_is_documented_with_its_paging_and_no_payload() -> None:
+    doc = _document()
+    op = doc["paths"]["/v1/runs/{run_id}/events"]["get"]  # type: ignore[index]
+    params = {p["name"]: p for p in op["parameters"]}
+    assert set(params) == {"run_id", "subject_id", "limit", "next_token"}
+    assert (params["limit"]["schema"]["minimum"], params["limit"]["schema"]["maximum"]) == (1, 100)
+    assert {"200", "403", "404", "422"} <= set(op["responses"])
+    item = doc["components"]["schemas"]["RunEventOut"]  # type: ignore[index]
+    assert set(item["properties"]) == {"event_id", "type", "received_at", "applied", "version"}

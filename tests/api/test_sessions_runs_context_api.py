@@ -2,8 +2,14 @@
 
 from __future__ import annotations
 
+import json
+from datetime import UTC, datetime
+
 import pytest
 
+from memvault.services.memory import MemoryService
+from memvault.storage.ports.runs import run_key
+from memvault.wiring import Services
 from tests.support.api import call, claims, memory_body
 from tests.support.harness import FakeClock
 
@@ -127,6 +133,133 @@ def test_run_ids_belong_to_their_subject_over_http() -> None:
     named = call("GET", "/v1/runs/job-1", service, query={"subject_id": "u-2"})
     assert (named.status, named.body["subject_id"]) == (200, "u-2")
     assert call("GET", "/v1/runs/job-1", mine, query={"subject_id": "u-2"}).status == 403
+
+
+EVENTS = "/v1/runs/run-ev/events"
+CANARY = "zqpayloadcanary"
+
+
+def _run_with_events() -> None:
+    """run-ev of u-1 with three receipts: e-c applied an approval (version 4), e-a and
+    e-b were recorded changing nothing, each with a payload holding the canary."""
+    me = claims(scope=ALL)
+    created = call("PUT", "/v1/runs/run-ev", me, {"subject_id": "u-1", "plan_version": "p"})
+    assert created.status == 201
+    running = {"expected_version": 1, "status": "RUNNING", "step": "go"}
+    assert call("POST", "/v1/runs/run-ev/checkpoints", me, running).status == 200
+    waiting = {
+        "expected_version": 2,
+        "status": "WAITING_APPROVAL",
+        "step": "approve",
+        "pending_approvals": ["a-1"],
+    }
+    assert call("POST", "/v1/runs/run-ev/checkpoints", me, waiting).status == 200
+    events = [
+        {"event_id": "e-c", "type": "approval.granted", "approval_id": "a-1"},
+        {"event_id": "e-a", "type": "github.push", "payload": {"note": CANARY}},
+        {"event_id": "e-b", "type": "ci.passed", "payload": {"log": [CANARY, 1]}},
+    ]
+    for event in events:
+        assert call("POST", EVENTS, me, event).status == 200
+
+
+def test_a_runs_events_are_listed_in_pages_without_their_payloads() -> None:
+    _run_with_events()
+    me = claims(scope=ALL)
+    first = call("GET", EVENTS, me, query={"limit": "2"})
+    assert first.status == 200
+    assert [e["event_id"] for e in first.body["items"]] == ["e-a", "e-b"]
+    assert first.body["next_token"]
+    second = call("GET", EVENTS, me, query={"limit": "2", "next_token": first.body["next_token"]})
+    assert second.status == 200
+    assert (second.body["items"], second.body["next_token"]) == (
+        [
+            {
+                "event_id": "e-c",
+                "type": "approval.granted",
+                "received_at": second.body["items"][0]["received_at"],
+                "applied": True,
+                "version": 4,
+            }
+        ],
+        None,
+    )
+    assert {k: v for k, v in first.body["items"][0].items() if k != "received_at"} == {
+        "event_id": "e-a",
+        "type": "github.push",
+        "applied": False,
+        "version": 4,
+    }
+    # The payload is never stored: nothing of it (nor its hash) is answered.
+    for page in (first, second, call("GET", EVENTS, me)):
+        assert CANARY not in json.dumps(page.body)
+        for item in page.body["items"]:
+            assert set(item) == {"event_id", "type", "received_at", "applied", "version"}
+    everything = call("GET", EVENTS, me).body
+    assert [e["event_id"] for e in everything["items"]] == ["e-a", "e-b", "e-c"]
+    assert everything["next_token"] is None
+    # A tenant service (no subject) names the run's subject, as on every run route.
+    service = claims(subject=None, scope=f"{ALL} subjects:any")
+    assert call("GET", EVENTS, service).code == "validation_failed"
+    named = call("GET", EVENTS, service, query={"subject_id": "u-1"})
+    assert named.status == 200 and named.body == everything
+
+
+def test_a_runs_events_are_refused_to_everyone_else() -> None:
+    _run_with_events()
+    # Another tenant: 404, never 403.
+    other_tenant = call("GET", EVENTS, claims("globex", scope=ALL))
+    assert (other_tenant.status, other_tenant.code) == (404, "not_found")
+    # Another subject: run ids are the subject's own, so this one's run-ev does not exist.
+    other_subject = call("GET", EVENTS, claims(subject="u-2", scope=ALL))
+    assert (other_subject.status, other_subject.code) == (404, "not_found")
+    naming = call("GET", EVENTS, claims(subject="u-2", scope=ALL), query={"subject_id": "u-1"})
+    assert (naming.status, naming.code) == (403, "forbidden")
+    no_scope = call("GET", EVENTS, claims(scope="memory:read memory:write"))
+    assert (no_scope.status, no_scope.code) == (403, "forbidden")
+    absent = call("GET", "/v1/runs/run-none/events", claims(scope=ALL))
+    assert (absent.status, absent.code) == (404, "not_found")
+    for answer in (other_tenant, other_subject, naming, no_scope):
+        assert "e-a" not in json.dumps(answer.body)
+
+
+@pytest.mark.parametrize(
+    "query",
+    [
+        {"limit": "0"},
+        {"limit": "101"},
+        {"limit": "ten"},
+        {"next_token": "not-a-token"},
+        {"next_token": "eyJ2IjogMX0"},  # {"v": 1}: no event id in it
+    ],
+)
+def test_a_bad_limit_or_next_token_for_run_events_is_refused(query: dict[str, str]) -> None:
+    _run_with_events()
+    answer = call("GET", EVENTS, claims(scope=ALL), query=query)
+    assert (answer.status, answer.code) == (422, "validation_failed")
+
+
+def test_a_forgotten_subjects_run_events_are_not_found_before_the_purge(
+    api: MemoryService, services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The forget cut-off: from the forget on, the subject's runs are absent, whether or
+    not the purge has reached the run store yet."""
+    monkeypatch.setattr(api, "purge", _NoPurge())
+    _run_with_events()
+    me = claims(scope=ALL)
+    assert call("GET", EVENTS, me).status == 200
+    assert call("DELETE", "/v1/subjects/u-1/memories", me).status == 202
+    gone = call("GET", EVENTS, me)
+    assert (gone.status, gone.code) == (404, "not_found")
+    # The receipts are still in the store: the cut-off answered, not the purge.
+    key = run_key("u-1", "run-ev")
+    kept, _ = services.stores.runs.receipts("acme", key, now=datetime.now(UTC))
+    assert [r.event_id for r in kept] == ["e-a", "e-b", "e-c"]
+
+
+class _NoPurge:
+    def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
+        return None
 
 
 def test_context_assembly_over_http() -> None:

@@ -67,6 +67,14 @@ def test_the_async_client_covers_the_routes(stack: RunningStack, subject: str) -
             event = await mv.deliver_event(run, {"event_id": "e", "type": "cancel.requested"})
             assert event.checkpoint.status is RunStatus.CANCELLED
             assert (await mv.get_run(run)).operations[0].operation_id == "op"
+            await mv.deliver_event(run, {"event_id": "d", "type": "ci.passed"})
+            listed = [e.event_id async for e in mv.iter_run_events(run, page_size=1)]
+            assert listed == ["d", "e"]
+            page = await mv.list_run_events(run, limit=2)
+            assert ([e.type for e in page.items], page.next_token) == (
+                ["ci.passed", "cancel.requested"],
+                None,
+            )
 
             context = await mv.assemble_context(subject, {"goal": "plan", "token_budget": 500})
             again = await mv.reproduce_context(subject, context.manifest)

@@ -159,6 +159,16 @@ def test_runs_create_advance_operations_and_events(client: MemvaultClient, subje
     assert current.pending_approvals == []
     assert [o.operation_id for o in current.operations] == ["op-1"]
 
+    client.deliver_event(run_id, {"event_id": "e-0", "type": "ci.passed", "payload": {"k": 1}})
+    page = client.list_run_events(run_id, limit=1)
+    assert [e.event_id for e in page.items] == ["e-0"] and page.next_token
+    assert (page.items[0].type, page.items[0].applied) == ("ci.passed", False)
+    events = list(client.iter_run_events(run_id, page_size=1))
+    assert [(e.event_id, e.applied, e.version) for e in events] == [
+        ("e-0", False, current.version),
+        ("e-1", True, current.version),
+    ]
+
 
 def test_a_run_for_a_token_without_a_subject_names_it_in_the_query(
     stack: RunningStack, subject: str
@@ -167,6 +177,7 @@ def test_a_run_for_a_token_without_a_subject_names_it_in_the_query(
     with MemvaultClient(stack.url, token=service) as mv:
         mv.create_run("run-q", {"subject_id": subject, "plan_version": "p1"})
         assert mv.get_run("run-q", subject_id=subject).subject_id == subject
+        assert mv.list_run_events("run-q", subject_id=subject).items == []
 
 
 def test_context_assembles_and_reproduces(client: MemvaultClient, subject: str) -> None:

@@ -30,6 +30,7 @@ OPERATIONS: dict[str, tuple[str, str]] = {
     "run.advance": ("POST", "/v1/runs/{run_id}/checkpoints"),
     "run.operation": ("PUT", "/v1/runs/{run_id}/operations/{operation_id}"),
     "run.event": ("POST", "/v1/runs/{run_id}/events"),
+    "run.events": ("GET", "/v1/runs/{run_id}/events"),
     "context.assemble": ("POST", "/v1/subjects/{subject_id}/context"),
     "context.reproduce": ("POST", "/v1/subjects/{subject_id}/context/reproduce"),
     "artifact.start": ("POST", "/v1/subjects/{subject_id}/artifacts"),

@@ -169,6 +169,29 @@ class EventOut(BaseModel):
     checkpoint: Checkpoint
 
 
+class RunEventOut(BaseModel):
+    """An event receipt: what arrived and what it did. The payload is never stored (only
+    its hash, which is not listed either), so it is never returned."""
+
+    model_config = ConfigDict(from_attributes=True, defer_build=True)
+
+    event_id: str
+    type: str
+    received_at: datetime
+    applied: bool = Field(description="whether the event changed the run")
+    version: int = Field(
+        description="the run's version once the event was handled (the one it wrote, "
+        "when it applied)"
+    )
+
+
+class RunEventListOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
+    items: list[RunEventOut]
+    next_token: str | None
+
+
 class RecalledItemOut(BaseModel):
     model_config = ConfigDict(defer_build=True)
 

@@ -26,6 +26,7 @@ from memvault.api.schemas import (
     MemoryListOut,
     MemoryOut,
     RecallOut,
+    RunEventListOut,
     SessionEnded,
 )
 from memvault.client._transport import Answer, Request
@@ -335,6 +336,21 @@ def deliver_event(
         params={"run_id": run_id},
         query=_query(subject_id=subject_id),
         body=body_of(RunEvent, body),
+    )
+
+
+def list_run_events(
+    run_id: str,
+    *,
+    subject_id: str | None = None,
+    limit: int | None = None,
+    next_token: str | None = None,
+) -> Call[RunEventListOut]:
+    return _call(
+        "run.events",
+        RunEventListOut,
+        params={"run_id": run_id},
+        query=_query(subject_id=subject_id, limit=limit, next_token=next_token),
     )
 
 

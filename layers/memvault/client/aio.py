@@ -21,6 +21,8 @@ from memvault.api.schemas import (
     MemoryListOut,
     MemoryOut,
     RecallOut,
+    RunEventListOut,
+    RunEventOut,
     SessionEnded,
 )
 from memvault.client import _calls as calls
@@ -294,6 +296,37 @@ class AsyncMemvaultClient:
         self, run_id: str, body: RunEvent | Mapping[str, Any], *, subject_id: str | None = None
     ) -> EventOut:
         return await self._call(calls.deliver_event(run_id, body, subject_id=subject_id))
+
+    async def list_run_events(
+        self,
+        run_id: str,
+        *,
+        subject_id: str | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> RunEventListOut:
+        """One page of the run's event receipts, by event id (id, type, arrival, whether
+        it applied and the run's version then; never a payload); see
+        :meth:`iter_run_events`."""
+        return await self._call(
+            calls.list_run_events(run_id, subject_id=subject_id, limit=limit, next_token=next_token)
+        )
+
+    async def iter_run_events(
+        self, run_id: str, *, subject_id: str | None = None, page_size: int = 50
+    ) -> AsyncIterator[RunEventOut]:
+        """Every event receipt of the run, page after page: a page is fetched only when
+        the one before is used up."""
+        next_token: str | None = None
+        while True:
+            page = await self.list_run_events(
+                run_id, subject_id=subject_id, limit=page_size, next_token=next_token
+            )
+            for event in page.items:
+                yield event
+            next_token = page.next_token
+            if not next_token:
+                return
 
     # ---------------------------------------------------------------- working memory
 

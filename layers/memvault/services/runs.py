@@ -8,9 +8,11 @@ the expected version, each version is kept, an event's receipt commits with its 
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
@@ -64,6 +66,45 @@ _ID_TAKEN = "this run id is taken; choose a new run id"
 _ARTIFACTS_REFUSED = (
     "artifact_refs must name committed artifacts of the run's subject with the given sha256"
 )
+
+
+#: The most event receipts one page lists.
+_EVENTS_MAX_PAGE = 100
+#: An event id's bound (``RunEvent.event_id``).
+_EVENT_ID_MAX = 128
+
+
+@dataclass(frozen=True)
+class EventPage:
+    """One page of a run's event receipts; ``next_token`` asks for the next page."""
+
+    items: list[EventReceipt]
+    next_token: str | None
+
+
+def _encode_event_token(event_id: str | None) -> str | None:
+    if event_id is None:
+        return None
+    raw = json.dumps({"v": 1, "after": event_id}).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+def _decode_event_token(token: str | None) -> str | None:
+    """The token names only the event id a page stopped after; the run and its owner
+    always come from the path and the caller."""
+    if token is None:
+        return None
+    try:
+        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
+        after = json.loads(raw)["after"]
+    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
+        after = None
+    if not isinstance(after, str) or not 1 <= len(after) <= _EVENT_ID_MAX:
+        raise ValidationFailed(
+            "next_token is not one this listing returned; start again without it",
+            {"field": "next_token"},
+        )
+    return after
 
 
 def _digest(payload: Any) -> str:
@@ -183,6 +224,30 @@ class RunService:
         if found is None:
             raise NotFound("no such version of this run", {"run_id": run_id, "version": version})
         return _keyed(found, run_id)
+
+    def events(
+        self,
+        ctx: AccessContext,
+        run_id: str,
+        subject_id: str | None = None,
+        *,
+        limit: int = 50,
+        next_token: str | None = None,
+    ) -> EventPage:
+        """The run's event receipts, by event id, a page at a time: what each event was
+        (id, type, when it arrived) and its effect (whether it applied, the run's version
+        once handled). Payloads are never stored, so never listed."""
+        ctx.require(Scope.RUNS_WRITE)
+        if not 1 <= limit <= _EVENTS_MAX_PAGE:
+            raise ValidationFailed(
+                f"limit must be between 1 and {_EVENTS_MAX_PAGE}", {"field": "limit"}
+            )
+        after = _decode_event_token(next_token)
+        key, _ = self._load(ctx, run_id, subject_id)
+        receipts, last = self.store.receipts(
+            ctx.tenant_id, key, now=self.clock.now(), cursor=after, limit=limit
+        )
+        return EventPage(items=receipts, next_token=_encode_event_token(last))
 
     def _load(
         self, ctx: AccessContext, run_id: str, subject_id: str | None

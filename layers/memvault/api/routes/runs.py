@@ -5,14 +5,14 @@ from __future__ import annotations
 from typing import Annotated
 
 from aws_lambda_powertools.event_handler import Response
-from aws_lambda_powertools.event_handler.openapi.params import Path
+from aws_lambda_powertools.event_handler.openapi.params import Path, Query
 from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import OperationPath, RunPath, RunSubjectQuery
-from memvault.api.schemas import EventOut
+from memvault.api.schemas import EventOut, RunEventListOut, RunEventOut
 from memvault.models.run import (
     Advance,
     Checkpoint,
@@ -117,3 +117,24 @@ def deliver_event(run_id: RunPath, body: RunEvent, subject_id: RunSubjectQuery =
         caller(router.current_event), run_id, body, subject_id
     )
     return EventOut.model_validate(out)
+
+
+@router.get(
+    "/v1/runs/<run_id>/events",
+    summary="The run's event receipts by event id, paged: id, type, arrival, effect; never "
+    "a payload (scope runs:write)",
+    responses=documented(200, RunEventListOut, 403, 404),
+    tags=TAGS,
+)
+def list_run_events(
+    run_id: RunPath,
+    subject_id: RunSubjectQuery = None,
+    limit: Annotated[int, Query(ge=1, le=100)] = 50,
+    next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
+) -> RunEventListOut:
+    page = deps.services_for(router.current_event).runs.events(
+        caller(router.current_event), run_id, subject_id, limit=limit, next_token=next_token
+    )
+    return RunEventListOut(
+        items=[RunEventOut.model_validate(r) for r in page.items], next_token=page.next_token
+    )
