@@ -449,6 +449,14 @@ def test_operators_read_a_session_and_a_run(console: Console, stack: RunningStac
         body={"event_id": "ev-1", "type": "approval.granted", "approval_id": "ap-1"},
     )
     assert event.status == 200 and event.body["applied"], event.body
+    # An event that changes nothing; its id is hostile text, its payload never stored.
+    hostile_id = '<img src=x onerror="window.__pwned=5">'
+    noted = api.call(
+        "POST",
+        "/v1/runs/r-1/events",
+        body={"event_id": hostile_id, "type": "crm.note", "payload": {"secret": "zqpayload"}},
+    )
+    assert noted.status == 200 and not noted.body["applied"], noted.body
 
     console.dev_sign_in(subject)
     page = console.page
@@ -464,12 +472,56 @@ def test_operators_read_a_session_and_a_run(console: Console, stack: RunningStac
     page.locator("#run-id").fill("r-1")
     page.locator("#run-id").press("Enter")
     expect(page.locator("#run-head")).to_contain_text("RUNNING")
-    history = page.locator("#run table").last.locator("tbody tr")
+    history = page.locator("#run-history tbody tr")
     expect(history).to_have_count(4)
     expect(page.locator("#run tr[data-version='3']")).to_contain_text("WAITING_APPROVAL")
     expect(page.locator("#run tr[data-version='4']")).to_contain_text("RUNNING")
     expect(page.locator("#run")).to_contain_text("booking:77")
+    # The run's events, by event id: id, type, received time and effect, as text only.
+    events = page.locator("#run-events tbody tr")
+    expect(events).to_have_count(2)
+    assert [r.get_attribute("data-event-id") for r in events.all()] == [hostile_id, "ev-1"]
+    first, approval = events.nth(0), events.nth(1)
+    expect(console.cell(first, "Event")).to_have_text(hostile_id)
+    expect(console.cell(first, "Type")).to_have_text("crm.note")
+    expect(console.cell(first, "Effect")).to_have_text("recorded, changed nothing (at version 4)")
+    expect(console.cell(approval, "Type")).to_have_text("approval.granted")
+    expect(console.cell(approval, "Effect")).to_have_text("applied: wrote version 4")
+    expect(console.cell(approval, "Received")).to_contain_text("Z")
+    expect(page.locator("#run-events-more")).to_be_hidden()
+    expect(page.locator("#run")).not_to_contain_text("zqpayload")
+    expect(page.locator("#run")).not_to_contain_text("does not list")
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.locator("#run img").count() == 0
     console.shot("11-run.png")
+    console.assert_clean()
+
+
+def test_a_runs_events_page_on_in_the_console(console: Console, stack: RunningStack) -> None:
+    subject = "console-events"
+    api = stack.client(subject=subject, scope=ALL_SCOPES)
+    created = api.call("PUT", "/v1/runs/r-2", body={"subject_id": subject, "plan_version": "p1"})
+    assert created.status == 201, created.body
+    for n in range(27):
+        sent = api.call(
+            "POST", "/v1/runs/r-2/events", body={"event_id": f"ev-{n:02d}", "type": "ci.passed"}
+        )
+        assert sent.status == 200, sent.body
+
+    console.dev_sign_in(subject)
+    page = console.page
+    page.get_by_role("button", name="Runs").click()
+    page.locator("#run-id").fill("r-2")
+    page.locator("#run-id").press("Enter")
+    rows = page.locator("#run-events tbody tr")
+    expect(rows).to_have_count(25)
+    expect(page.locator("#run-events-note")).to_contain_text("25 event(s) so far")
+    page.locator("#run-events-more").click()
+    expect(rows).to_have_count(27)
+    expect(page.locator("#run-events-more")).to_be_hidden()
+    expect(page.locator("#run-events-note")).to_contain_text("27 event(s), by event id")
+    expect(rows.last).to_have_attribute("data-event-id", "ev-26")
+    console.shot("12-run-events-paged.png")
     console.assert_clean()
 
 

@@ -11,6 +11,7 @@ const SIGN_IN_KEY = "memvault.signInKey";
 const POLL_MS = 400;
 const POLL_LIMIT = 300;
 const HISTORY_PAGE = 25;
+const EVENTS_PAGE = 25;
 
 const state = {
   token: null,
@@ -588,6 +589,52 @@ async function readSession(event) {
   $("session").replaceChildren(...parts);
 }
 
+// The run's event receipts (what arrived, when, and what it did), a page at a time: "More
+// events" asks for the next page and adds it. A payload is never stored, so never shown.
+function runEvents(id, query, first) {
+  const shown = [];
+  const note = el("p", { class: "muted", id: "run-events-note", "aria-live": "polite" });
+  const wrap = el("div", { class: "table-wrap", id: "run-events" });
+  const more = el("button", { type: "button", id: "run-events-more" }, "More events");
+  let nextToken = null;
+  const render = (page) => {
+    shown.push(...page.items);
+    nextToken = page.next_token;
+    more.hidden = !nextToken;
+    wrap.replaceChildren(
+      shown.length
+        ? table(
+            [
+              ["Event", (e) => e.event_id, "content"],
+              ["Type", (e) => e.type],
+              ["Received", (e) => when(e.received_at)],
+              ["Effect", (e) => (e.applied ? `applied: wrote version ${e.version}` : `recorded, changed nothing (at version ${e.version})`)],
+            ],
+            shown,
+            (e) => ({ "data-event-id": e.event_id, "data-applied": String(e.applied) }),
+          )
+        : el("p", {}, "No events delivered."),
+    );
+    note.replaceChildren(
+      `${shown.length} event(s)${nextToken ? " so far" : ""}, by event id. Payloads are never stored (only their hash, for idempotency), so none is shown.`,
+    );
+  };
+  more.addEventListener(
+    "click",
+    guarded(async () => {
+      clearMessage();
+      more.disabled = true;
+      try {
+        render(await api("GET", `/v1/runs/${enc(id)}/events`, { query: { ...query, limit: EVENTS_PAGE, next_token: nextToken } }));
+      } finally {
+        more.disabled = false;
+      }
+    }),
+  );
+  render(first);
+  return [el("h3", {}, "Events"), note, wrap, more];
+}
+
 async function readRun(event) {
   event.preventDefault();
   clearMessage();
@@ -599,6 +646,7 @@ async function readRun(event) {
   for (let v = run.version; v >= first; v -= 1) {
     versions.push(v === run.version ? run : await api("GET", `/v1/runs/${enc(id)}/versions/${v}`, { query }));
   }
+  const events = await api("GET", `/v1/runs/${enc(id)}/events`, { query: { ...query, limit: EVENTS_PAGE } });
   const historyNote =
     first > 1 ? `the ${HISTORY_PAGE} latest of ${run.version} checkpoints` : `${run.version} checkpoint(s)`;
   $("run").replaceChildren(
@@ -631,23 +679,23 @@ async function readRun(event) {
           run.operations,
         )
       : el("p", {}, "No operations recorded."),
+    ...runEvents(id, query, events),
     el("h3", {}, `Checkpoint history (${historyNote}, newest first)`),
-    table(
-      [
-        ["Version", (c) => String(c.version)],
-        ["Status", (c) => badge(c.status)],
-        ["Step", (c) => c.step],
-        ["Pending approvals", (c) => c.pending_approvals.join(", ") || "—"],
-        ["Written", (c) => when(c.updated_at)],
-        ["State", (c) => JSON.stringify(c.state), "content"],
-      ],
-      versions,
-      (c) => ({ "data-version": c.version }),
-    ),
     el(
-      "p",
-      { class: "muted" },
-      "Events show here by their effect: an approval or a cancellation delivered as an event is the checkpoint version it wrote. The API keeps event receipts for idempotency and does not list them.",
+      "div",
+      { class: "table-wrap", id: "run-history" },
+      table(
+        [
+          ["Version", (c) => String(c.version)],
+          ["Status", (c) => badge(c.status)],
+          ["Step", (c) => c.step],
+          ["Pending approvals", (c) => c.pending_approvals.join(", ") || "—"],
+          ["Written", (c) => when(c.updated_at)],
+          ["State", (c) => JSON.stringify(c.state), "content"],
+        ],
+        versions,
+        (c) => ({ "data-version": c.version }),
+      ),
     ),
   );
 }
