@@ -21,7 +21,7 @@ def test_the_demo_runs_and_shows_the_rules_holding() -> None:
         "classified pii",
         "starts as candidate",
         "refused: not_found (404)",
-        "primary=DONE, runs=NOT_APPLICABLE, sessions=NOT_APPLICABLE, versions=DONE",
+        "primary=DONE, runs=NOT_APPLICABLE, sessions=NOT_APPLICABLE, traces=DONE, versions=DONE",
         "0 memories",
     ):
         assert expected in text
