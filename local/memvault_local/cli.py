@@ -181,6 +181,8 @@ def cmd_trace(args: argparse.Namespace) -> int:
         if body.get("deletion"):
             _print_deletion(body["deletion"])
 
+    if not _resolve_subject(args, "the memory's"):
+        return 2
     return _show(args, lambda api: api.memory_trace(args.subject, args.memory_id), render)
 
 
@@ -197,9 +199,31 @@ def cmd_recall_trace(args: argparse.Namespace) -> int:
         for r in body["returned"]:
             print(f"  #{r['rank']} {r['memory_id']} v{r['version']}")
 
+    if not _resolve_subject(args, "the recall's"):
+        return 2
     return _show(
         args, lambda api: api.recall_trace(args.recall_id, subject_id=args.subject), render
     )
+
+
+def _resolve_subject(args: argparse.Namespace, whose: str) -> bool:
+    """``--subject``, else ``$MEMVAULT_SUBJECT``, else the subject the token is bound to
+    (``--token`` / ``$MEMVAULT_TOKEN``, read without verifying: the API verifies). With
+    none of them: one line on stderr, and False."""
+    from memvault.mcp.config import token_claims
+
+    token = args.token or os.environ.get("MEMVAULT_TOKEN")
+    bound = token_claims(token).get("subject_id") if token else None
+    subject = args.subject or os.environ.get("MEMVAULT_SUBJECT") or bound
+    if not isinstance(subject, str) or not subject:
+        print(
+            f"error: name {whose} subject: --subject S, $MEMVAULT_SUBJECT, or a token "
+            "bound to a subject",
+            file=sys.stderr,
+        )
+        return False
+    args.subject = subject
+    return True
 
 
 def cmd_delete(args: argparse.Namespace) -> int:
@@ -457,14 +481,20 @@ def _parser() -> argparse.ArgumentParser:
     trace = api_command(
         "trace", "why a memory exists, its versions, uses and deletion", cmd_trace, "memory_id"
     )
-    trace.add_argument("--subject", required=True, help="the memory's subject")
+    trace.add_argument(
+        "--subject",
+        help="the memory's subject (default: $MEMVAULT_SUBJECT, else the token's subject)",
+    )
     recall_trace = api_command(
         "recall-trace",
         "what a recall considered, dropped and returned",
         cmd_recall_trace,
         "recall_id",
     )
-    recall_trace.add_argument("--subject", help="the recall's subject (a tenant token needs it)")
+    recall_trace.add_argument(
+        "--subject",
+        help="the recall's subject (default: $MEMVAULT_SUBJECT, else the token's subject)",
+    )
     api_command("forget", "forget a subject: every memory of theirs", cmd_forget, "subject")
     api_command("export", "everything held about a subject", cmd_export, "subject")
     api_command("deletion-status", "is it gone, copy by copy", cmd_deletion_status, "deletion_id")
