@@ -71,6 +71,7 @@ def main(only: list[str]) -> int:
     import recall_eval
     import recall_speed
     import store_scale
+    import tracing
     import write_cost
 
     needs_opensearch = {"recall_quality", "recall_speed", "deletion", "peer_quality", "peer_scale"}
@@ -87,6 +88,7 @@ def main(only: list[str]) -> int:
         "write_cost": write_cost.run,
         "peer_quality": lambda: peer_compare.quality(url),
         "peer_scale": lambda: peer_compare.scale(url),
+        "tracing": tracing.run,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     commit = _commit()
@@ -102,9 +104,12 @@ def main(only: list[str]) -> int:
         sections[name]["ran"] = {"at": _now(), "commit": commit}
         _write(previous | sections, commit)  # each section's figures are kept at once
     report = _write(previous | sections, commit)
-    import plots
+    if {"peer_scale", "peer_quality"} & set(sections):
+        # Only the sections with plots redraw them: a run without them leaves them as
+        # they are (and needs no matplotlib).
+        import plots
 
-    plots.draw(report, RESULTS)
+        plots.draw(report, RESULTS)
     (RESULTS / "latest.md").write_text(render(report))
     print(render(report))
     return 0
@@ -156,7 +161,7 @@ def render(report: dict[str, Any]) -> str:
         f"Machine: {report['machine']}. Each section names when and at which commit it ran.",
         "",
     ]
-    for part in ("peer_scale", "peer_quality", "write_cost"):
+    for part in ("peer_scale", "peer_quality", "tracing", "write_cost"):
         if part in s:
             lines += _PEER_RENDER[part](s[part], report["goals"])
     if "embeddings" in s:
@@ -503,9 +508,36 @@ def _write_cost_lines(wc: dict[str, Any], goals: dict[str, Any]) -> list[str]:
     return [*lines, ""]
 
 
+def _tracing_lines(tr: dict[str, Any], goals: dict[str, Any]) -> list[str]:
+    on, off = tr["recall_ms"]["tracing_on"], tr["recall_ms"]["tracing_off"]
+    ratio = tr["ratio_on_to_off"]
+    rows = tr.get("trace_rows_written", {})
+    return [
+        f"## Recall with tracing on and off {_ran(tr)}",
+        "",
+        f"{tr['memories']:,} memories ({tr['subjects']} subjects of one tenant; "
+        f"{tr['real_memories']} of them the evaluation set's texts), the embedded store and "
+        f"index, {tr['embedder']}, in this process. {tr['queries']} queries, each recalled "
+        "with tracing on and with tracing off back to back (the order alternating), timed "
+        "around the service call with the query's embedding. Milliseconds p50 / p95 / p99.",
+        "",
+        "| tracing | recall ms | items returned (mean) |",
+        "|---|---|---|",
+        f"| on | {_ms(on)} | {tr['items_returned_mean']['on']} |",
+        f"| off | {_ms(off)} | {tr['items_returned_mean']['off']} |",
+        "",
+        f"On / off: p50 {ratio['p50']}, p95 {ratio['p95']} (goal ≤ "
+        f"{tr['goal_ratio_at_most']}); median paired difference "
+        f"{tr['paired_difference_ms']['median']} ms. Written while timed: "
+        f"{rows.get('RECALL', 0)} traces and {rows.get('SERVED', 0)} served links.",
+        "",
+    ]
+
+
 _PEER_RENDER = {
     "peer_scale": _peer_scale_lines,
     "peer_quality": _peer_quality_lines,
+    "tracing": _tracing_lines,
     "write_cost": _write_cost_lines,
 }
 
