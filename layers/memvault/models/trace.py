@@ -38,6 +38,8 @@ class FeedbackRequest(BaseModel):
 
 
 class DroppedOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     #: ``None`` when the reader may not read that memory now (withheld).
     chain_id: str | None
     memory_id: str | None
@@ -45,6 +47,8 @@ class DroppedOut(BaseModel):
 
 
 class ServedOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     memory_id: str
     chain_id: str
     version: int
@@ -116,10 +120,14 @@ class FeedbackOut(BaseModel):
 
 
 class FeedbackListOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     items: list[FeedbackOut]
 
 
 class ServedByOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     recall_id: str
     rank: int
     at: datetime
@@ -138,6 +146,8 @@ class ServedByOut(BaseModel):
 
 
 class TraceVersionOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     memory_id: str
     version: int
     status: str
@@ -152,6 +162,8 @@ class TraceVersionOut(BaseModel):
 
 
 class TraceEventOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     event_id: str
     at: datetime
     action: str
@@ -163,6 +175,8 @@ class TraceEventOut(BaseModel):
 
 
 class LastUseOut(BaseModel):
+    model_config = ConfigDict(defer_build=True)
+
     at: datetime
     recall_id: str
     memory_id: str
