@@ -280,33 +280,26 @@ class Dynamo:
     def put_many(self, table: str, items: Sequence[Mapping[str, Any]]) -> None:
         """Put items in batches of 25 (not atomic; each put is whole); unprocessed ones
         are retried with backoff."""
-        name = self.names[table]
-        for start in range(0, len(items), 25):
-            pending: dict[str, Any] = {
-                name: [{"PutRequest": {"Item": to_item(i)}} for i in items[start : start + 25]]
-            }
-            for attempt in range(8):
-                try:
-                    out = self.client.batch_write_item(RequestItems=pending)
-                except ClientError as err:
-                    raise map_client_error(err) from err
-                pending = out.get("UnprocessedItems") or {}
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            if pending:
-                raise Throttled("the store did not write every item; retry", {"retryable": True})
+        self._batch_write(
+            table, [{"PutRequest": {"Item": to_item(i)}} for i in items], "write every item"
+        )
 
     def delete_many(self, table: str, item_keys: list[tuple[str, str]]) -> int:
         """Delete items in batches of 25 (idempotent); unprocessed ones are retried."""
-        name = self.names[table]
         unique = list(dict.fromkeys(item_keys))
-        for start in range(0, len(unique), 25):
-            pending: dict[str, Any] = {
-                name: [
-                    {"DeleteRequest": {"Key": key(pk, sk)}} for pk, sk in unique[start : start + 25]
-                ]
-            }
+        self._batch_write(
+            table,
+            [{"DeleteRequest": {"Key": key(pk, sk)}} for pk, sk in unique],
+            "delete every item",
+        )
+        return len(unique)
+
+    def _batch_write(self, table: str, requests: list[dict[str, Any]], what: str) -> None:
+        """``BatchWriteItem`` in batches of 25, retrying unprocessed requests with backoff;
+        ``Throttled`` when some are still unprocessed after eight tries."""
+        name = self.names[table]
+        for start in range(0, len(requests), 25):
+            pending: dict[str, Any] = {name: requests[start : start + 25]}
             for attempt in range(8):
                 try:
                     out = self.client.batch_write_item(RequestItems=pending)
@@ -317,5 +310,4 @@ class Dynamo:
                     break
                 time.sleep(min(0.05 * 2**attempt, 1.0))
             if pending:
-                raise Throttled("the store did not delete every item; retry", {"retryable": True})
-        return len(unique)
+                raise Throttled(f"the store did not {what}; retry", {"retryable": True})
