@@ -657,6 +657,46 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="a memory or run written after a forget names an artifact of the forget's",
     ),
+    Mutant(
+        id="forget-leaves-recall-traces",
+        path="layers/memvault/services/deletion.py",
+        original="            gone = self.traces.forget_subject(job.tenant_id, job.subject_id, "
+        "job.requested_at)\n",
+        replacement="            gone = 0\n",
+        kill=(
+            "tests/integration/test_traces.py"
+            "::test_forgetting_a_subject_removes_their_traces_and_the_job_lists_the_copy[sqlite]",
+            "tests/integration/test_traces.py"
+            "::test_forgetting_a_subject_removes_their_traces_and_the_job_lists_the_copy[dynamodb]",
+        ),
+        description="a forgotten subject's recall traces and feedback outlive the forget",
+    ),
+    Mutant(
+        id="recall-trace-hides-superseded-drops",
+        path="layers/memvault/services/recall.py",
+        original="                drops.append("
+        'DroppedCandidate(c.chain_id, c.memory_id, "superseded"))\n',
+        replacement="                pass\n",
+        kill=(
+            "tests/integration/test_traces.py"
+            "::test_a_deleted_and_a_superseded_document_in_the_index_are_counted_as_dropped[sqlite]",
+        ),
+        description="a recall trace does not say that re-validation dropped a superseded document",
+    ),
+    Mutant(
+        id="langgraph-writes-land-off-the-thread-line",
+        path="layers/memvault/langgraph/saver.py",
+        original="            if not parent_version:\n                return None\n"
+        "            older = yield from self._version(run_id, int(parent_version))\n",
+        replacement="            if not parent_version:\n"
+        '                return "late_writes", _pending(state, newer)\n'
+        "            older = yield from self._version(run_id, int(parent_version))\n",
+        kill=(
+            "tests/langgraph_adapters/test_saver.py"
+            "::test_writes_for_a_checkpoint_off_the_thread_line_are_refused",
+        ),
+        description="writes for a checkpoint whose put lost a race land on the thread",
+    ),
 )
 
 ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)
