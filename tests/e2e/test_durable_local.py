@@ -32,6 +32,7 @@ from memvault_local.devkeys import DevKey
 from memvault_local.doctor import doctor
 from memvault_local.process import RunningStack, free_port, start_stack
 from tests.support import reliability
+from tests.support.markers import marker as new_marker
 from tests.support.moto_server import serial_moto
 
 #: The hashing embedder keeps these tests fast; nothing here is about ranking quality.
@@ -735,9 +736,9 @@ def test_a_forgotten_subject_leaves_no_byte_of_its_content_on_disk(tmp_path: Pat
     subject = "gone-1"
     api = _client(stack, subject)
     base = f"/v1/subjects/{subject}"
-    marker = f"MARKER-{uuid.uuid4().hex}"
+    marker = f"MARKER-{new_marker(32)}"
     word = marker.split("-")[1]
-    plaintext_line = f"artifact plaintext {uuid.uuid4().hex}\n".encode()
+    plaintext_line = f"artifact plaintext {new_marker(32)}\n".encode()
     artifact_data = (plaintext_line + f"the codename is {marker}\n".encode()) * 50
     needles = {"marker": marker.encode(), "artifact plaintext": plaintext_line.strip()}
     try:

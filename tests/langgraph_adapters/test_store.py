@@ -33,6 +33,7 @@ from memvault.langgraph.store import NAMESPACE_SCOPE
 from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack
 from tests.langgraph_adapters.conftest import SCOPES, TENANT, mint
+from tests.support.markers import marker as new_marker
 
 
 @pytest.fixture
@@ -112,7 +113,7 @@ def test_the_same_key_in_two_namespaces_is_two_items(store: MemvaultStore) -> No
 def test_delete_and_put_none_remove_the_item_at_once_and_purge_it(
     store: MemvaultStore, client: MemvaultClient, subject: str
 ) -> None:
-    marker = f"zebra-{uuid.uuid4().hex[:8]}"
+    marker = f"zebra-{new_marker()}"
     store.put(("notes",), "one", {"text": f"first {marker}"})
     store.put(("notes",), "two", {"text": f"second {marker}"})
     _eventually(lambda: len(store.search(("notes",), query=marker)) == 2)
