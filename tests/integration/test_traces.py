@@ -15,7 +15,7 @@ from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.errors import NotFound, SecretDetected
-from memvault.models.memory import CopyState, DeletionState, MemoryPatch
+from memvault.models.memory import CopyState, DeletionState, MemoryPatch, Sensitivity
 from memvault.models.recall import RecallRequest
 from memvault.models.trace import FeedbackRequest
 from tests.support.harness import a_write, ctx
@@ -209,10 +209,69 @@ def test_deleting_a_memory_removes_its_served_links(rig: RecallRig) -> None:
     job = rig.services.memory.delete(ctx(), "u-1", m.memory_id, prompted_by=served.recall_id)
     assert next(c for c in job.copies if c.name == "traces").status is CopyState.DONE
     assert rig.services.stores.traces.served("acme", "u-1", m.chain_id, rig.clock.now()) == []
-    trace = rig.services.traces.memory_trace(ctx(), "u-1", m.memory_id)
+    everything = ctx(max_sensitivity=Sensitivity.PII)  # may read every memory
+    trace = rig.services.traces.memory_trace(everything, "u-1", m.memory_id)
     assert trace.state == "deleted" and trace.deletion is not None
     deleted = next(e for e in trace.events if e.action == "memory.delete")
     assert deleted.detail == {"prompted_by": served.recall_id}
+
+
+def test_a_deleted_memorys_trail_shows_only_to_a_reader_of_everything(rig: RecallRig) -> None:
+    """Once the versions are gone nothing says what they held, so their trail (writers,
+    personal-data classes, versions) is not shown to a token that could not have read
+    them: not below the top ceiling, not to an agent role, and to nobody after a forget."""
+    owner = ctx(max_sensitivity=Sensitivity.PII)
+    secret = rig.services.memory.write(
+        owner,
+        "u-1",
+        a_write(
+            request_id="pii-1",
+            canonical_key=None,
+            scope={},
+            content="my email is alice@example.com",
+            sensitivity="pii",
+        ),
+    ).memory
+    rig.services.memory.delete(owner, "u-1", secret.memory_id)
+    for reader in (ctx(), ctx(agent_role="agent-b", max_sensitivity=Sensitivity.PII)):
+        with pytest.raises(NotFound):
+            rig.services.traces.memory_trace(reader, "u-1", secret.memory_id)
+    shown = rig.services.traces.memory_trace(owner, "u-1", secret.memory_id)
+    assert shown.state == "deleted"
+    job = rig.services.memory.forget(owner, "u-1")
+    rig.services.purge.run("acme", job.deletion_id)
+    with pytest.raises(NotFound):
+        rig.services.traces.memory_trace(owner, "u-1", secret.memory_id)
+
+
+def test_a_live_memorys_trace_shows_only_the_versions_the_reader_may_read(
+    rig: RecallRig,
+) -> None:
+    owner = ctx(max_sensitivity=Sensitivity.PII)
+    first = rig.services.memory.write(
+        owner,
+        "u-1",
+        a_write(
+            request_id="pii-2",
+            canonical_key="contact",
+            scope={},
+            content="call me at bob@example.com",
+            sensitivity="pii",
+        ),
+    ).memory
+    second = rig.services.memory.correct(
+        owner,
+        "u-1",
+        first.memory_id,
+        MemoryPatch(expected_version=1, content="prefers phone calls", sensitivity="internal"),
+    )
+    low = rig.services.traces.memory_trace(ctx(), "u-1", second.memory_id)
+    assert [v.memory_id for v in low.versions] == [second.memory_id]
+    assert {e.memory_id for e in low.events} == {second.memory_id}
+    details = [e.detail or {} for e in low.events]
+    assert all(d.get("sensitivity") != "pii" and not d.get("pii_classes") for d in details)
+    full = rig.services.traces.memory_trace(owner, "u-1", second.memory_id)
+    assert {e.memory_id for e in full.events} == {first.memory_id, second.memory_id}
 
 
 def test_prompted_by_and_feedback_refuse_another_subjects_or_tenants_ids(rig: RecallRig) -> None:

@@ -11,6 +11,7 @@ from memvault.clock import Clock, IdSource
 from memvault.config import Settings
 from memvault.errors import NotFound, ValidationFailed
 from memvault.models.access import AccessContext, Scope
+from memvault.models.memory import Memory, Sensitivity
 from memvault.models.trace import (
     FeedbackOut,
     FeedbackRequest,
@@ -72,8 +73,9 @@ class TraceService:
         trace = self.traces.recall(ctx.tenant_id, subject, recall_id, now)
         if trace is None:
             raise NotFound(_NO_RECALL, {"recall_id": recall_id})
-        # Ids of what the reader may not read now (another agent's recall, a memory above
-        # this token's ceiling, one deleted since) are withheld: reasons and counts stay.
+        # Ids of what the reader may not read (another agent's recall, a memory above this
+        # token's ceiling, one whose versions were purged since) are withheld: reasons and
+        # counts stay.
         named = [s.memory_id for s in trace.returned]
         named += [d.memory_id for d in trace.dropped if d.memory_id]
         held = self.repo.versions(ctx.tenant_id, subject, list(dict.fromkeys(named)))
@@ -86,32 +88,52 @@ class TraceService:
         t = ctx.tenant_id
         located = self.repo.locate(t, subject_id, memory_id)
         chain = self.repo.chain(t, subject_id, located[0]) if located else None
-        if chain is None:
+        if chain is None or chain.subject_epoch != self.repo.subject_epoch(t, subject_id):
+            # Forgetting the subject erased the chain for every reader, trail included.
             raise NotFound(_NO_MEMORY, {"memory_id": memory_id})
         now = self.clock.now()
-        links = self.traces.served(t, subject_id, chain.chain_id, now, limit=200)
+        shown: set[str] | None
+        history: list[Memory] = []
+        if chain.live:
+            # The readable versions, as history shows them (NotFound when none is); the
+            # trail shows only what concerns them.
+            history = self.memory.history(ctx, subject_id, memory_id)
+            shown = {m.memory_id for m in history}
+        elif ctx.agent_role is None and ctx.may_read(Sensitivity.PII, []):
+            shown = None  # a reader who may read every memory of the subject sees it all
+        else:
+            # The versions are gone, so what they held cannot be checked against this
+            # token: their trail (writers, personal-data classes, versions) would say
+            # more than the memory ever showed it.
+            raise NotFound(_NO_MEMORY, {"memory_id": memory_id})
+
+        def visible(version_id: str | None) -> bool:
+            return shown is None or version_id is None or version_id in shown
+
+        links = [
+            link
+            for link in self.traces.served(t, subject_id, chain.chain_id, now, limit=200)
+            if visible(link.memory_id)
+        ]
         by_version: dict[str, list[ServedByOut]] = {}
         for link in links:
             by_version.setdefault(link.memory_id, []).append(ServedByOut.of(link))
-        versions: list[TraceVersionOut] = []
-        if chain.live:
-            # The readable versions, as history shows them (NotFound when none is).
-            for m in self.memory.history(ctx, subject_id, memory_id):
-                versions.append(
-                    TraceVersionOut(
-                        memory_id=m.memory_id,
-                        version=m.version,
-                        status=m.status.value,
-                        created_by=m.created_by,
-                        created_at=m.created_at,
-                        expires_at=m.expires_at,
-                        supersedes_id=m.supersedes_id,
-                        source_type=m.source.type.value,
-                        index_status=m.index_status.value,
-                        embedding_model=m.embedding_model,
-                        served_by=by_version.get(m.memory_id, []),
-                    )
-                )
+        versions = [
+            TraceVersionOut(
+                memory_id=m.memory_id,
+                version=m.version,
+                status=m.status.value,
+                created_by=m.created_by,
+                created_at=m.created_at,
+                expires_at=m.expires_at,
+                supersedes_id=m.supersedes_id,
+                source_type=m.source.type.value,
+                index_status=m.index_status.value,
+                embedding_model=m.embedding_model,
+                served_by=by_version.get(m.memory_id, []),
+            )
+            for m in history
+        ]
         job = self.repo.job(t, chain.deletion_id) if chain.deletion_id else None
         events = [
             TraceEventOut(
@@ -125,7 +147,7 @@ class TraceService:
                 detail=dict(e.detail) if e.detail else None,
             )
             for e in self.repo.events(t, subject_id)
-            if e.chain_id == chain.chain_id
+            if e.chain_id == chain.chain_id and visible(e.memory_id)
         ]
         last = links[0] if links else None
         return MemoryTraceOut(
@@ -148,6 +170,7 @@ class TraceService:
             feedback=[
                 FeedbackOut.of(f)
                 for f in self.traces.feedback(t, subject_id, now, chain_id=chain.chain_id)
+                if visible(f.memory_id)
             ],
             deletion=job.public_view() if job else None,
         )
