@@ -558,33 +558,26 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             isinstance(current, str) and isinstance(checkpoint_id, str) and checkpoint_id > current
         ):
             return None  # newer than the head (checkpoint ids sort by time): still in flight
-        newer: builtins.list[dict[str, Any]] = []
-        state: dict[str, Any] | None = head.state
-        for _ in range(_LATE_WRITES_DEPTH):
-            if state is None or state.get("checkpoint_id") is None:
-                return None
-            if state["checkpoint_id"] == checkpoint_id:
-                return "late_writes", _pending(state, newer)
-            newer.append(state)
-            parent_version = state.get("parent_version")
-            if not parent_version:
-                return None
-            older = yield from self._version(run_id, int(parent_version))
-            state = older.state
+        states = yield from self._walk(run_id, head, checkpoint_id, depth=_LATE_WRITES_DEPTH)
+        if states and states[-1]["checkpoint_id"] == checkpoint_id:
+            return "late_writes", _pending(states[-1], states[:-1])
         return None
 
     # -------------------------------------------------------------------- read
 
     def _walk(
-        self, run_id: str, head: RunCheckpoint, stop: str | None
+        self, run_id: str, head: RunCheckpoint, stop: str | None, *, depth: int | None = None
     ) -> Flow[builtins.list[dict[str, Any]]]:
         """The states of the namespace's checkpoints from the head back, newest first,
-        as far as checkpoint ``stop`` (included) when given, else to the root."""
+        as far as checkpoint ``stop`` (included) when given, else to the root; at most
+        ``depth`` states when given."""
         states: builtins.list[dict[str, Any]] = []
         state: dict[str, Any] | None = head.state
         while state is not None and state.get("checkpoint_id") is not None:
             states.append(state)
             if stop is not None and state["checkpoint_id"] == stop:
+                break
+            if depth is not None and len(states) >= depth:
                 break
             parent_version = state.get("parent_version")
             if not parent_version:

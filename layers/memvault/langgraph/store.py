@@ -283,7 +283,7 @@ class MemvaultStore(BaseStore):
                 f"a key must be 1-{_MAX_KEY} characters with no leading or trailing whitespace"
             )
 
-    def _item(self, memory: MemoryOut, score: float | None = None) -> Item:
+    def _item(self, memory: MemoryOut, score: float | None = None, *, search: bool = False) -> Item:
         namespace = tuple(json.loads(memory.scope[NAMESPACE_SCOPE]))
         try:
             value = json.loads(memory.content)
@@ -301,9 +301,9 @@ class MemvaultStore(BaseStore):
             "created_at": created,
             "updated_at": memory.created_at,
         }
-        if score is None:
-            return Item(**fields)
-        return SearchItem(score=score, **fields)
+        if search:
+            return SearchItem(score=score, **fields)
+        return Item(**fields)
 
     def _ours(self, memory: MemoryOut) -> bool:
         encoded = memory.scope.get(NAMESPACE_SCOPE)
@@ -447,22 +447,12 @@ class MemvaultStore(BaseStore):
             hits = [(m, None) for m in listed]
         items = []
         for memory, score in hits:
-            item = self._item(memory, score if op.query else None)
+            item = self._item(memory, score, search=True)
             if item.namespace[: len(prefix)] != prefix:
                 continue  # a tag's hash collision, however unlikely
             if _matches_filter(item.value, op.filter):
-                items.append(item if op.query else self._as_search_item(item))
+                items.append(item)
         return items[op.offset : op.offset + op.limit]
-
-    @staticmethod
-    def _as_search_item(item: Item) -> SearchItem:
-        return SearchItem(
-            namespace=item.namespace,
-            key=item.key,
-            value=item.value,
-            created_at=item.created_at,
-            updated_at=item.updated_at,
-        )
 
     # --------------------------------------------------------- list namespaces
 

@@ -6,7 +6,7 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memvault.errors import Forbidden
+from memvault.errors import Forbidden, ValidationFailed
 from memvault.models.memory import Sensitivity
 from memvault.models.types import AgentRole, SubjectId, TenantId
 
@@ -50,6 +50,16 @@ class AccessContext(BaseModel):
                 "or one with the scope 'subjects:any'",
                 {"subject_id": subject_id},
             )
+
+    def named_subject(self, subject_id: str | None, why: str) -> str:
+        """The subject a request by id means: the named one (checked against the token),
+        else the token's own. A token without a subject must name one; ``why`` says so."""
+        if subject_id is not None:
+            self.require_subject(subject_id)
+            return subject_id
+        if self.subject_id is None:
+            raise ValidationFailed(why, {"field": "subject_id"})
+        return self.subject_id
 
     def may_read(self, sensitivity: Sensitivity, visibility: list[str]) -> bool:
         if sensitivity.rank > self.max_sensitivity.rank:

@@ -184,6 +184,17 @@ class LastUseOut(BaseModel):
     run_id: str | None
     task_id: str | None
 
+    @classmethod
+    def of(cls, link: ServedLink) -> LastUseOut:
+        return cls(
+            at=link.at,
+            recall_id=link.recall_id,
+            memory_id=link.memory_id,
+            version=link.version,
+            run_id=link.run_id,
+            task_id=link.task_id,
+        )
+
 
 class MemoryTraceOut(BaseModel):
     """Why a memory exists, who wrote it, its versions and index status, its last use,

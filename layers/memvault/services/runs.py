@@ -147,18 +147,12 @@ class RunService:
 
     @staticmethod
     def _subject(ctx: AccessContext, subject_id: str | None) -> str:
-        """Whose run the caller means: the named subject (checked against the token), else
-        the token's own. A tenant-service token without a subject must name one."""
-        if subject_id is not None:
-            ctx.require_subject(subject_id)
-            return subject_id
-        if ctx.subject_id is None:
-            raise ValidationFailed(
-                "run ids are unique per subject: a token without a subject names the run's "
-                "subject with the query parameter subject_id",
-                {"field": "subject_id"},
-            )
-        return ctx.subject_id
+        """Whose run the caller means (:meth:`AccessContext.named_subject`)."""
+        return ctx.named_subject(
+            subject_id,
+            "run ids are unique per subject: a token without a subject names the run's "
+            "subject with the query parameter subject_id",
+        )
 
     def create(self, ctx: AccessContext, run_id: str, body: CreateRun) -> tuple[Checkpoint, bool]:
         ctx.require(Scope.RUNS_WRITE)

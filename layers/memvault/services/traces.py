@@ -50,17 +50,12 @@ class TraceService:
 
     @staticmethod
     def _subject(ctx: AccessContext, subject_id: str | None) -> str:
-        """As for runs: the named subject (checked against the token), else the token's."""
-        if subject_id is not None:
-            ctx.require_subject(subject_id)
-            return subject_id
-        if ctx.subject_id is None:
-            raise ValidationFailed(
-                "a token without a subject names the recall's subject with the query "
-                "parameter subject_id",
-                {"field": "subject_id"},
-            )
-        return ctx.subject_id
+        """As for runs (:meth:`AccessContext.named_subject`)."""
+        return ctx.named_subject(
+            subject_id,
+            "a token without a subject names the recall's subject with the query "
+            "parameter subject_id",
+        )
 
     # ------------------------------------------------------------------- reads
 
@@ -149,7 +144,6 @@ class TraceService:
             for e in self.repo.events(t, subject_id)
             if e.chain_id == chain.chain_id and visible(e.memory_id)
         ]
-        last = links[0] if links else None
         return MemoryTraceOut(
             memory_id=memory_id,
             chain_id=chain.chain_id,
@@ -157,16 +151,7 @@ class TraceService:
             current_version=chain.current_version,
             versions=versions,
             events=events,
-            last_used=LastUseOut(
-                at=last.at,
-                recall_id=last.recall_id,
-                memory_id=last.memory_id,
-                version=last.version,
-                run_id=last.run_id,
-                task_id=last.task_id,
-            )
-            if last
-            else None,
+            last_used=LastUseOut.of(links[0]) if links else None,
             feedback=[
                 FeedbackOut.of(f)
                 for f in self.traces.feedback(t, subject_id, now, chain_id=chain.chain_id)
