@@ -12,6 +12,7 @@ from memvault.models.access import Scope
 from memvault.models.memory import CopyState, DeletionJob, DeletionState
 from memvault.services.deletion import PurgeRunner, StepResult
 from memvault.services.memory import MemoryService
+from memvault.storage import keys
 from memvault.wiring import Services
 from tests.support.harness import a_write, ctx
 from tests.support.scan import all_items, stored_text
@@ -54,7 +55,7 @@ def test_delete_blocks_every_version_and_purges_them(service: MemoryService, ddb
         == {"pk", "sk", "type", "memory_id", "chain_id", "status", "deletion_id", "purged_at"}
         for i in versions
     )
-    tombstone = [i for i in memory_items if i["sk"]["S"] == f"CHAIN#{v2.chain_id}"]
+    tombstone = [i for i in memory_items if i["sk"]["S"] == keys.chain_sk(v2.chain_id)]
     assert tombstone[0]["state"]["S"] == "deleted"
     assert "ttl" not in tombstone[0]  # the tombstone outlives the data
 

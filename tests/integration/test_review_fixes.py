@@ -13,6 +13,8 @@ from memvault.models.context import ContextRequest
 from memvault.models.memory import CopyState, DeletionState, MemoryPatch
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.services.memory import MemoryService
+from memvault.storage import keys
+from memvault.storage.ports.memory import fact_id
 from memvault.wiring import Services
 from tests.support.harness import FakeClock, a_write, ctx
 from tests.support.scan import all_items, stored_text
@@ -52,7 +54,7 @@ def test_a_short_lived_new_version_does_not_orphan_a_longer_lived_old_one(
     chain = next(
         i
         for i in all_items(service.repo.db.client)["memory"]
-        if i["sk"]["S"] == f"CHAIN#{v1.chain_id}"
+        if i["sk"]["S"] == keys.chain_sk(v1.chain_id)
     )
     assert int(chain["ttl"]["N"]) >= int(v1.expires_at.timestamp())
 
@@ -68,10 +70,13 @@ def test_a_correction_with_a_longer_life_keeps_its_canonical_pointer_alive(
         v1.memory_id,
         MemoryPatch(expected_version=1, content="longer", ttl_seconds=86400 * 30),
     )
-    pointer = next(
-        i for i in all_items(service.repo.db.client)["memory"] if i["sk"]["S"].startswith("KEY#")
-    )
-    assert int(pointer["ttl"]["N"]) >= int(v2.expires_at.timestamp())
+    items = all_items(service.repo.db.client)["memory"]
+    # The fact's pointer is its chain head (keyed by fact and generation): no item apart.
+    assert not [i for i in items if i["sk"]["S"].startswith("KEY#")]
+    fact = fact_id(v1.kind.value, v1.canonical_key or "", v1.scope)
+    assert service.repo.pointer("acme", "u-1", fact) == v1.chain_id
+    (head,) = [i for i in items if i["sk"]["S"].startswith("CHAIN#")]
+    assert int(head["ttl"]["N"]) >= int(v2.expires_at.timestamp())
 
 
 def test_a_write_that_loses_the_race_with_forget_is_refused_not_kept(

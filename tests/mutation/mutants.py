@@ -199,22 +199,16 @@ MUTANTS: tuple[Mutant, ...] = (
         id="idempotency-record-unconditional",
         path="layers/memvault/storage/dynamodb/memory.py",
         original=(
-            '                                "ttl": int(new.idempotency_expires_at.timestamp()),\n'
-            "                            }\n"
-            "                        ),\n"
-            '                        "ConditionExpression": "attribute_not_exists(pk)",\n'
+            '                    "Item": to_item(version_item),\n'
+            '                    "ConditionExpression": "attribute_not_exists(pk)",\n'
         ),
-        replacement=(
-            '                                "ttl": int(new.idempotency_expires_at.timestamp()),\n'
-            "                            }\n"
-            "                        ),\n"
-        ),
+        replacement='                    "Item": to_item(version_item),\n',
         kill=(
             f"{RACE}::test_racing_retries_without_a_canonical_key_store_one_memory[dynamodb]",
             f"{RACE}::test_racing_retries_for_a_new_canonical_key_store_one_memory[dynamodb]",
         ),
-        description="the idempotency record is written without its attribute_not_exists "
-        "condition: racing retries of one request store several memories",
+        description="the version (an idempotent write's record) is written without its "
+        "attribute_not_exists condition: racing retries of one request store several memories",
     ),
     # 3. A forgotten subject is unreadable at once, recall included.
     Mutant(

@@ -38,6 +38,8 @@ from memvault.storage.ports.memory import (
     MemoryRecords,
     NewVersion,
     fact_id,
+    keyed_chain_id,
+    request_memory_id,
 )
 from memvault.storage.sqlite.db import Database, OutboxFeed
 from memvault.storage.sqlite.memory import SqliteMemoryStore
@@ -55,7 +57,9 @@ def store(request: pytest.FixtureRequest) -> MemoryRecords:
     return SqliteMemoryStore(database)
 
 
-def a_memory(**changes: Any) -> Memory:
+def a_memory(req: str | None = "req-1", **changes: Any) -> Memory:
+    """A version as the service makes it: with ``req`` its id derives from that request id
+    (``first`` commits it with that id), and a keyed chain's id names its fact."""
     base: dict[str, Any] = {
         "memory_id": f"mem_{uuid.uuid4().hex}",
         "tenant_id": T,
@@ -87,6 +91,11 @@ def a_memory(**changes: Any) -> Memory:
         "subject_epoch": 0,
     }
     base.update(changes)
+    if req is not None and "memory_id" not in changes:
+        base["memory_id"] = request_memory_id(base["tenant_id"], base["subject_id"], req)
+    if base["canonical_key"] is not None and "chain_id" not in changes:
+        fact = fact_id(str(base["kind"].value), base["canonical_key"], base["scope"])
+        base["chain_id"] = keyed_chain_id(fact, None, uuid.uuid4().hex)
     return Memory.model_validate(base)
 
 
@@ -102,14 +111,16 @@ def audit(m: Memory | None = None, action: str = "memory.write") -> AuditEvent:
     )
 
 
-def first(m: Memory, request_id: str | None = "req-1", **kw: Any) -> NewVersion:
+def first(
+    m: Memory, request_id: str | None = "req-1", fact_expected_chain: str | None = None, **kw: Any
+) -> NewVersion:
     fact = fact_id(m.kind.value, m.canonical_key, m.scope) if m.canonical_key else None
     return NewVersion(
         memory=m,
         expected_version=None,
         previous=None,
         fact=fact,
-        fact_expected_chain=None,
+        fact_expected_chain=fact_expected_chain,
         idempotency=IdempotencyRecord(request_id, "hash", m.memory_id) if request_id else None,
         idempotency_expires_at=NOW + timedelta(days=7) if request_id else None,
         audit=audit(m),
@@ -120,7 +131,11 @@ def first(m: Memory, request_id: str | None = "req-1", **kw: Any) -> NewVersion:
 
 def next_version(prev: Memory, **changes: Any) -> NewVersion:
     m = a_memory(
-        chain_id=prev.chain_id, version=prev.version + 1, supersedes_id=prev.memory_id, **changes
+        None,
+        chain_id=prev.chain_id,
+        version=prev.version + 1,
+        supersedes_id=prev.memory_id,
+        **changes,
     )
     fact = fact_id(m.kind.value, m.canonical_key, m.scope) if m.canonical_key else None
     return NewVersion(
@@ -173,20 +188,32 @@ def test_a_first_version_starts_a_chain_with_its_pointer_and_idempotency(
 
 
 def test_a_reused_request_id_is_refused_and_writes_nothing(store: MemoryRecords) -> None:
-    store.commit_version(first(a_memory(canonical_key=None)))
-    other = a_memory(canonical_key=None)
+    kept = a_memory(canonical_key=None)
+    store.commit_version(first(kept))
+    other = a_memory(canonical_key=None, content="another payload")
 
     with pytest.raises(ConditionFailed) as failed:
         store.commit_version(first(other))
 
+    # One memory per request id: the retry's version id is the stored one's.
+    assert other.memory_id == kept.memory_id
     assert Conflict.IDEMPOTENCY in failed.value
-    assert store.version(T, S, other.memory_id) is None
+    assert store.version(T, S, kept.memory_id) == kept
     assert store.chain(T, S, other.chain_id) is None
+
+
+def test_an_idempotent_write_must_use_the_id_its_request_id_derives(
+    store: MemoryRecords,
+) -> None:
+    stray = a_memory(None)
+    with pytest.raises(ValueError, match="derive from its request id"):
+        store.commit_version(first(stray))
+    assert store.version(T, S, stray.memory_id) is None
 
 
 def test_a_second_chain_cannot_take_a_held_pointer(store: MemoryRecords) -> None:
     store.commit_version(first(a_memory()))
-    rival = a_memory()
+    rival = a_memory("req-2")
 
     with pytest.raises(ConditionFailed) as failed:
         store.commit_version(first(rival, request_id="req-2"))
@@ -271,7 +298,16 @@ def test_a_tombstone_blocks_the_chain_and_releases_the_pointer(store: MemoryReco
     assert held is not None and not held.live and held.deletion_id == job.deletion_id
     current = store.version(T, S, m.memory_id)
     assert current is not None and current.status is MemoryStatus.DELETED
-    assert store.pointer(T, S, chain.fact or "") is None
+    # Released: the pointer names no live chain (DynamoDB's names the dead newest
+    # generation, SQLite's none), and the fact's next chain can be written.
+    fact = chain.fact or ""
+    named = store.pointer(T, S, fact)
+    assert named is None or not store.chain(T, S, named).live  # type: ignore[union-attr]
+    again = a_memory("req-again", content="written anew after the delete")
+    again = again.model_copy(update={"chain_id": keyed_chain_id(fact, named, "fresh")})
+    store.commit_version(first(again, "req-again", fact_expected_chain=named))
+    assert store.pointer(T, S, fact) == again.chain_id
+    assert store.chain(T, S, again.chain_id).live  # type: ignore[union-attr]
     assert store.job(T, job.deletion_id) == job
     assert [e.deletion_id for e in store.deletion_log(T)] == [job.deletion_id]
     with pytest.raises(ConditionFailed) as twice:
@@ -321,10 +357,10 @@ def test_raise_epoch_only_moves_forward(store: MemoryRecords) -> None:
 def test_listing_pages_filters_and_never_serves_the_expired(store: MemoryRecords) -> None:
     kept = []
     for i in range(7):
-        m = a_memory(canonical_key=None, tags=["even" if i % 2 == 0 else "odd"])
+        m = a_memory(f"r-{i}", canonical_key=None, tags=["even" if i % 2 == 0 else "odd"])
         store.commit_version(first(m, request_id=f"r-{i}"))
         kept.append(m)
-    gone = a_memory(canonical_key=None, expires_at=NOW - timedelta(seconds=1))
+    gone = a_memory("r-gone", canonical_key=None, expires_at=NOW - timedelta(seconds=1))
     store.commit_version(first(gone, request_id="r-gone"))
 
     seen: list[str] = []
@@ -351,7 +387,7 @@ def test_listing_pages_filters_and_never_serves_the_expired(store: MemoryRecords
 
 
 def test_index_status_is_recorded_only_for_the_version_indexed(store: MemoryRecords) -> None:
-    m, other = a_memory(), a_memory(canonical_key="timezone")
+    m, other = a_memory(), a_memory("req-2", canonical_key="timezone")
     store.commit_version(first(m))
     store.commit_version(first(other, request_id="req-2"))
 

@@ -53,6 +53,8 @@ from memvault.storage.ports.memory import (
     MemoryRecords,
     NewVersion,
     fact_id,
+    keyed_chain_id,
+    request_memory_id,
 )
 from memvault.storage.ports.traces import TraceStore
 
@@ -60,6 +62,7 @@ _MEMORY_ID = re.compile(r"mem_[0-9a-f]{32}")
 _NOT_FOUND = "no readable memory with this id for this subject"
 _LISTABLE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
 _RETRIES = 5
+_PAYLOAD_HASH_HEX = 32
 #: Items DynamoDB evaluates per listing query (filters apply after).
 _PAGE = 100
 
@@ -100,7 +103,9 @@ class MemoryService:
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
         provenance.check_claim(ctx, cmd.source)
-        payload_hash = _hash(cmd.fingerprint_payload())
+        # 128 bits tell two payloads apart; the record is an attribute of the version item,
+        # whose size is billed by the kilobyte.
+        payload_hash = _hash(cmd.fingerprint_payload())[:_PAYLOAD_HASH_HEX]
         record = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
         if record is not None:
             return WriteResult(self._replay(ctx, subject_id, record, payload_hash), created=False)
@@ -124,14 +129,21 @@ class MemoryService:
             chain, previous, pointer, pointer_chain = self._current_chain(
                 ctx, subject_id, cmd, epoch
             )
-            memory_id = self.ids.new_id("mem")
+            # Derived from the request id: a retry that raced past the idempotency read
+            # above collides with the stored version and replays it.
+            memory_id = request_memory_id(ctx.tenant_id, subject_id, cmd.request_id)
             if chain is not None:
                 self._check_chain_length(chain)
+                chain_id = chain.chain_id
+            elif pointer is not None:
+                chain_id = keyed_chain_id(pointer, pointer_chain, self.ids.new_id("chn"))
+            else:
+                chain_id = self.ids.new_id("chn")
             memory = Memory(
                 memory_id=memory_id,
                 tenant_id=ctx.tenant_id,
                 subject_id=subject_id,
-                chain_id=chain.chain_id if chain else self.ids.new_id("chn"),
+                chain_id=chain_id,
                 kind=cmd.kind,
                 canonical_key=cmd.canonical_key,
                 content=cmd.content,
@@ -297,7 +309,8 @@ class MemoryService:
                 "token; use a new request_id for a new memory",
                 {"request_id": record.request_id},
             )
-        if record.payload_hash != payload_hash:
+        # Records of the earlier layout kept the whole digest.
+        if record.payload_hash[:_PAYLOAD_HASH_HEX] != payload_hash:
             raise IdempotencyKeyReused(
                 "this request_id was already used with a different payload; use a new "
                 "request_id for a new memory",

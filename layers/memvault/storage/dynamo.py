@@ -134,6 +134,35 @@ class Dynamo:
                 raise Throttled("the store did not answer every key; retry", {"retryable": True})
         return found
 
+    def get_across(self, wanted: list[tuple[str, str, str]]) -> list[dict[str, Any] | None]:
+        """Consistent reads of items of several tables (``(table, pk, sk)``) in one batch;
+        each answer is the item or ``None``, in the order asked."""
+        by_table: dict[str, list[tuple[str, str]]] = {}
+        for table, pk, sk in wanted:
+            by_table.setdefault(table, []).append((pk, sk))
+        pending: dict[str, Any] = {
+            self.names[t]: {"Keys": [key(pk, sk) for pk, sk in ks], "ConsistentRead": True}
+            for t, ks in by_table.items()
+        }
+        found: dict[tuple[str, str, str], dict[str, Any]] = {}
+        tables = {self.names[t]: t for t in by_table}
+        for attempt in range(8):
+            try:
+                out = self.client.batch_get_item(RequestItems=pending)
+            except ClientError as err:
+                raise map_client_error(err) from err
+            for name, items in out.get("Responses", {}).items():
+                for raw in items:
+                    item = from_item(raw)
+                    found[(tables[name], str(item["pk"]), str(item["sk"]))] = item
+            pending = out.get("UnprocessedKeys") or {}
+            if not pending:
+                break
+            time.sleep(min(0.05 * 2**attempt, 1.0))
+        if pending:
+            raise Throttled("the store did not answer every key; retry", {"retryable": True})
+        return [found.get(w) for w in wanted]
+
     def query(
         self,
         table: str,

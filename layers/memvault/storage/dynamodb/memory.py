@@ -35,6 +35,8 @@ from memvault.storage.ports.memory import (
     ListFilter,
     NewVersion,
     StoredVersion,
+    keyed_chain_slot,
+    request_memory_id,
 )
 
 #: What each labelled transaction item's failed condition means.
@@ -142,18 +144,25 @@ class DynamoMemoryStore:
         item = self.db.get(
             "memory", keys.subject_pk(tenant_id, subject_id), keys.chain_sk(chain_id)
         )
-        return chain_from_item(item) if item else None
+        # A keyed chain's slot may hold another chain of the same generation (one made
+        # after this one's head expired and was removed by TTL).
+        return chain_from_item(item) if item and item["chain_id"] == chain_id else None
 
     def pointer(self, tenant_id: str, subject_id: str, fact: str) -> str | None:
-        item = self.db.get(
-            "memory", keys.subject_pk(tenant_id, subject_id), f"{keys.POINTER_PREFIX}{fact}"
+        """The fact's newest chain, live or not: the head keyed by the highest generation;
+        for a fact with none, the chain a pointer item of the earlier layout names."""
+        pk = keys.subject_pk(tenant_id, subject_id)
+        items, _ = self.db.query(
+            "memory", pk, keys.fact_chains_prefix(fact), limit=1, newest_first=True
         )
-        return str(item["chain_id"]) if item else None
+        if items:
+            return str(items[0]["chain_id"])
+        legacy = self.db.get("memory", pk, f"{keys.POINTER_PREFIX}{fact}")
+        return str(legacy["chain_id"]) if legacy else None
 
     def pointers(self, tenant_id: str, subject_id: str, facts: Sequence[str]) -> list[str]:
-        pk = keys.subject_pk(tenant_id, subject_id)
-        wanted = [(pk, f"{keys.POINTER_PREFIX}{f}") for f in facts]
-        return [str(i["chain_id"]) for i in self.db.get_many("memory", wanted)]
+        found = (self.pointer(tenant_id, subject_id, f) for f in dict.fromkeys(facts))
+        return [c for c in found if c is not None]
 
     def revalidation(
         self,
@@ -170,12 +179,14 @@ class DynamoMemoryStore:
         epoch = 0
         versions: dict[str, StoredVersion] = {}
         chains: list[Chain] = []
+        asked = set(chain_ids)
         for item in self.db.get_many("memory", wanted):
             sk = str(item["sk"])
             if sk == keys.SUBJECT_META_SK:
                 epoch = int(item["epoch"])
             elif sk.startswith(keys.CHAIN_PREFIX):
-                chains.append(chain_from_item(item))
+                if item["chain_id"] in asked:
+                    chains.append(chain_from_item(item))
             else:
                 versions[str(item["memory_id"])] = StoredVersion(
                     memory_id=str(item["memory_id"]),
@@ -195,12 +206,23 @@ class DynamoMemoryStore:
     def idempotency(
         self, tenant_id: str, subject_id: str, request_id: str
     ) -> IdempotencyRecord | None:
-        item = self.db.get(
-            "idempotency", keys.subject_pk(tenant_id, subject_id), keys.idempotency_sk(request_id)
+        """A memory write's record is the version it created (or that version's ids-only
+        tombstone once purged, which has no payload hash): its id derives from the request
+        id, so the lookup is one read and the record costs no write of its own."""
+        memory_id = request_memory_id(tenant_id, subject_id, request_id)
+        pk = keys.subject_pk(tenant_id, subject_id)
+        # One batch read, with the record the earlier layout kept in its own table (7 days).
+        version, legacy = self.db.get_across(
+            [
+                ("memory", pk, keys.version_sk(memory_id)),
+                ("idempotency", pk, keys.idempotency_sk(request_id)),
+            ]
         )
-        if not item:
+        if legacy is not None:
+            return IdempotencyRecord(request_id, legacy["payload_hash"], legacy["memory_id"])
+        if version is None:
             return None
-        return IdempotencyRecord(item["request_id"], item["payload_hash"], item["memory_id"])
+        return IdempotencyRecord(request_id, str(version.get("payload_hash") or ""), memory_id)
 
     def list_versions(
         self,
@@ -270,51 +292,46 @@ class DynamoMemoryStore:
     # -- writes
 
     def commit_version(self, new: NewVersion) -> None:
-        """Idempotency record, new version, chain head (CAS), pointer (CAS), old version
-        superseded, subject epoch unchanged, audit event: all or nothing.
+        """New version (its own idempotency record), chain head (compare-and-set; a new
+        keyed chain's head is its fact's pointer), old version superseded, artifact
+        reference, subject epoch unchanged, audit event: all or nothing.
 
-        Raises ``ConditionFailed`` naming what failed.
+        A new governed write is three written items (version, head, audit) and one
+        condition check. Raises ``ConditionFailed`` naming what failed.
         """
         m = new.memory
         pk = keys.subject_pk(m.tenant_id, m.subject_id)
         table = self.db.names["memory"]
-        tx = Tx()
+        version_item = self._version_item(m)
         if new.idempotency is not None:
-            assert new.idempotency_expires_at is not None
-            tx.add(
-                "idempotency",
-                {
-                    "Put": {
-                        "TableName": self.db.names["idempotency"],
-                        "Item": to_item(
-                            {
-                                "pk": pk,
-                                "sk": keys.idempotency_sk(new.idempotency.request_id),
-                                "request_id": new.idempotency.request_id,
-                                "payload_hash": new.idempotency.payload_hash,
-                                "memory_id": new.idempotency.memory_id,
-                                "created_at": iso(m.created_at),
-                                "ttl": int(new.idempotency_expires_at.timestamp()),
-                            }
-                        ),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-            )
+            expected_id = request_memory_id(m.tenant_id, m.subject_id, new.idempotency.request_id)
+            if m.memory_id != expected_id or new.idempotency.memory_id != m.memory_id:
+                raise ValueError("an idempotent write's memory id must derive from its request id")
+            version_item["payload_hash"] = new.idempotency.payload_hash
+            if new.previous is not None and new.previous.memory_id == m.memory_id:
+                # A retry that read the chain its first attempt made: that is the replay.
+                raise ConditionFailed(Conflict.IDEMPOTENCY)
+        tx = Tx()
+        # The version's id derives from the request id: an existing item is a replay.
         tx.add(
-            "version",
+            "idempotency" if new.idempotency is not None else "version",
             {
                 "Put": {
                     "TableName": table,
-                    "Item": to_item(self._version_item(m)),
+                    "Item": to_item(version_item),
                     "ConditionExpression": "attribute_not_exists(pk)",
                 }
             },
         )
         ttl = new.head_ttl
         if new.expected_version is None:
+            if new.fact is not None and not keys.chain_sk(m.chain_id).startswith(
+                keys.fact_chains_prefix(new.fact)
+            ):
+                raise ValueError("a new keyed chain's id must name its fact (keyed_chain_id)")
             tx.add(
-                "chain",
+                # A keyed head's key is its fact and generation: creating it claims the fact.
+                "pointer" if new.fact is not None else "chain",
                 {
                     "Put": {
                         "TableName": table,
@@ -352,9 +369,12 @@ class DynamoMemoryStore:
                             "versions = list_append(versions, :mids), updated_at = :now, "
                             "#ttl = :ttl"
                         ),
-                        "ConditionExpression": "#state = :live AND current_version = :expected",
+                        "ConditionExpression": (
+                            "chain_id = :cid AND #state = :live AND current_version = :expected"
+                        ),
                         "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
                         "ExpressionAttributeValues": {
+                            ":cid": to_attr(m.chain_id),
                             ":mid": to_attr(m.memory_id),
                             ":v": to_attr(m.version),
                             ":mids": to_attr([m.memory_id]),
@@ -370,30 +390,27 @@ class DynamoMemoryStore:
                 update = tx.items[-1]["Update"]
                 update["UpdateExpression"] += " ADD artifact_ids :aid"
                 update["ExpressionAttributeValues"][":aid"] = {"SS": [m.artifact_id]}
-        if new.fact is not None:
-            pointer_item = to_item(
-                {
-                    "pk": pk,
-                    "sk": _pointer_sk(new.fact),
-                    "type": "pointer",
-                    "chain_id": m.chain_id,
-                    "ttl": ttl,
-                }
-            )
-            if new.fact_expected_chain is None:
-                cond: dict[str, Any] = {"ConditionExpression": "attribute_not_exists(pk)"}
-            elif new.fact_expected_chain == m.chain_id:
-                # Same chain (a correction): refresh the pointer's TTL, keep it ours.
-                cond = {
-                    "ConditionExpression": "attribute_not_exists(pk) OR chain_id = :old",
-                    "ExpressionAttributeValues": {":old": to_attr(m.chain_id)},
-                }
-            else:
-                cond = {
-                    "ConditionExpression": "chain_id = :old",
-                    "ExpressionAttributeValues": {":old": to_attr(new.fact_expected_chain)},
-                }
-            tx.add("pointer", {"Put": {"TableName": table, "Item": pointer_item, **cond}})
+            if new.fact is not None and keyed_chain_slot(m.chain_id) is None:
+                # A keyed chain of the earlier layout: its pointer item lives as long as it.
+                tx.add(
+                    "pointer",
+                    {
+                        "Put": {
+                            "TableName": table,
+                            "Item": to_item(
+                                {
+                                    "pk": pk,
+                                    "sk": _pointer_sk(new.fact),
+                                    "type": "pointer",
+                                    "chain_id": m.chain_id,
+                                    "ttl": ttl,
+                                }
+                            ),
+                            "ConditionExpression": "attribute_not_exists(pk) OR chain_id = :old",
+                            "ExpressionAttributeValues": {":old": to_attr(m.chain_id)},
+                        }
+                    },
+                )
         if new.previous is not None:
             prev = new.previous
             tx.add(
@@ -524,9 +541,12 @@ class DynamoMemoryStore:
                     "UpdateExpression": (
                         "SET #state = :deleted, deletion_id = :did, updated_at = :now REMOVE #ttl"
                     ),
-                    "ConditionExpression": "#state = :live AND current_version = :v",
+                    "ConditionExpression": (
+                        "chain_id = :cid AND #state = :live AND current_version = :v"
+                    ),
                     "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
                     "ExpressionAttributeValues": {
+                        ":cid": to_attr(chain.chain_id),
                         ":deleted": to_attr(TOMBSTONED),
                         ":did": to_attr(deletion_id),
                         ":now": to_attr(iso(at)),
@@ -555,9 +575,10 @@ class DynamoMemoryStore:
                 }
             },
         )
-        if release_pointer and chain.fact:
-            # The caller saw the pointer name this chain; if a newer chain took it since,
-            # the transaction fails and the caller re-reads.
+        # ``release_pointer`` needs no write for a keyed chain: a fact's pointer is its newest
+        # chain, and a tombstoned newest chain lets the next write start the next generation.
+        if release_pointer and chain.fact and keyed_chain_slot(chain.chain_id) is None:
+            # A chain of the earlier layout: its pointer item is released.
             tx.add(
                 "pointer",
                 {

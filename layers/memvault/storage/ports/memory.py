@@ -28,6 +28,55 @@ def fact_id(kind: str, canonical_key: str, scope: Mapping[str, str]) -> str:
     return hashlib.sha256(identity.encode()).hexdigest()[:40]
 
 
+#: Keyed chains (those with a canonical key) have ids of this form, which name their fact
+#: and a generation: ``chk_<fact digest, 24 hex>_<generation, 6 digits>_<8 random hex>``.
+#: A fact's first chain is generation 0; a chain that replaces a dead one (deleted, or of a
+#: forgotten epoch) is the next generation. An adapter may key the chain head by fact and
+#: generation, so that claiming the fact and creating the head are one conditional write.
+KEYED_CHAIN_PREFIX = "chk_"
+_FACT_DIGITS = 24
+_GENERATION_DIGITS = 6
+
+
+def keyed_chain_id(fact: str, replacing: str | None, fresh_id: str) -> str:
+    """The id of a new chain for ``fact``: the generation after ``replacing`` (the chain the
+    fact's pointer names now, dead) or 0, made unique by ``fresh_id``'s random part."""
+    generation = 0
+    if replacing is not None and replacing.startswith(KEYED_CHAIN_PREFIX):
+        generation = chain_generation(replacing) + 1
+    if generation >= 10**_GENERATION_DIGITS:
+        raise ValueError("a fact's chain generations are exhausted")
+    suffix = hashlib.sha256(fresh_id.encode()).hexdigest()[:8]
+    return f"{keyed_chain_prefix(fact)}{generation:0{_GENERATION_DIGITS}d}_{suffix}"
+
+
+def keyed_chain_prefix(fact: str) -> str:
+    """What every chain id of ``fact`` starts with."""
+    return f"{KEYED_CHAIN_PREFIX}{fact[:_FACT_DIGITS]}_"
+
+
+def chain_generation(chain_id: str) -> int:
+    """The generation of a keyed chain id."""
+    return int(chain_id.split("_")[2])
+
+
+def keyed_chain_slot(chain_id: str) -> str | None:
+    """A keyed chain id without its random part (fact and generation), else ``None``."""
+    if not chain_id.startswith(KEYED_CHAIN_PREFIX):
+        return None
+    parts = chain_id.split("_")
+    if len(parts) != 4:
+        return None
+    return "_".join(parts[:3])
+
+
+def request_memory_id(tenant_id: str, subject_id: str, request_id: str) -> str:
+    """The memory id an idempotent write of ``request_id`` creates: one memory per
+    (tenant, subject, request id) is then one item per id, and a retry finds it."""
+    identity = json.dumps(["memory-write", tenant_id, subject_id, request_id])
+    return f"mem_{hashlib.sha256(identity.encode()).hexdigest()[:32]}"
+
+
 @dataclass(frozen=True)
 class Chain:
     """Head of a version chain: the compare-and-set point and the tombstone."""
@@ -113,6 +162,7 @@ class NewVersion:
     #: The fact whose pointer to claim, and the chain it must point to now (or None).
     fact: str | None
     fact_expected_chain: str | None
+    #: With a record, ``memory.memory_id`` must be ``request_memory_id`` of its request id.
     idempotency: IdempotencyRecord | None
     idempotency_expires_at: datetime | None
     audit: AuditEvent

@@ -38,6 +38,7 @@ from memvault.storage.ports.memory import (
     ListFilter,
     NewVersion,
     StoredVersion,
+    request_memory_id,
 )
 from memvault.storage.sqlite.db import Database, dumps, loads
 
@@ -247,15 +248,23 @@ class SqliteMemoryStore:
     def idempotency(
         self, tenant_id: str, subject_id: str, request_id: str
     ) -> IdempotencyRecord | None:
+        """A memory write's record is the version it created (its id derives from the
+        request id; an ids-only tombstone once purged); records written by the earlier
+        layout, in their own table, are still read."""
+        memory_id = request_memory_id(tenant_id, subject_id, request_id)
         with self.db.read() as conn:
             row = conn.execute(
                 "SELECT * FROM memory_idempotency WHERE tenant_id = ? AND subject_id = ? "
                 "AND request_id = ?",
                 (tenant_id, subject_id, request_id),
             ).fetchone()
-        if row is None:
+            version = None if row else self._row(conn, tenant_id, subject_id, memory_id)
+        if row is not None:
+            return IdempotencyRecord(row["request_id"], row["payload_hash"], row["memory_id"])
+        if version is None:
             return None
-        return IdempotencyRecord(row["request_id"], row["payload_hash"], row["memory_id"])
+        payload_hash = loads(version["body"]).get("payload_hash") or ""
+        return IdempotencyRecord(request_id, str(payload_hash), memory_id)
 
     def list_versions(
         self,
@@ -360,17 +369,21 @@ class SqliteMemoryStore:
             failed: set[Conflict] = set()
             if _epoch(conn, t, s) != m.subject_epoch:
                 failed.add(Conflict.EPOCH)
-            if (
-                new.idempotency is not None
-                and conn.execute(
+            if new.idempotency is not None:
+                derived = request_memory_id(t, s, new.idempotency.request_id)
+                if m.memory_id != derived or new.idempotency.memory_id != m.memory_id:
+                    raise ValueError(
+                        "an idempotent write's memory id must derive from its request id"
+                    )
+                if conn.execute(
                     "SELECT 1 FROM memory_idempotency WHERE tenant_id = ? AND subject_id = ? "
                     "AND request_id = ?",
                     (t, s, new.idempotency.request_id),
-                ).fetchone()
-            ):
-                failed.add(Conflict.IDEMPOTENCY)
+                ).fetchone():
+                    failed.add(Conflict.IDEMPOTENCY)  # a record of the earlier layout
             if self._row(conn, t, s, m.memory_id) is not None:
-                failed.add(Conflict.EXISTS)
+                # An idempotent write's version is its record: it exists, so this is a replay.
+                failed.add(Conflict.IDEMPOTENCY if new.idempotency is not None else Conflict.EXISTS)
             chain = _chain_row(conn, t, s, m.chain_id)
             if new.expected_version is None:
                 if chain is not None:
@@ -416,21 +429,9 @@ class SqliteMemoryStore:
             ):
                 raise ConditionFailed(Conflict.ARTIFACT)
 
-            if new.idempotency is not None:
-                assert new.idempotency_expires_at is not None
-                conn.execute(
-                    "INSERT INTO memory_idempotency VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        t,
-                        s,
-                        new.idempotency.request_id,
-                        new.idempotency.payload_hash,
-                        new.idempotency.memory_id,
-                        iso(m.created_at),
-                        int(new.idempotency_expires_at.timestamp()),
-                    ),
-                )
             record = memory_to_item(m)
+            if new.idempotency is not None:
+                record["payload_hash"] = new.idempotency.payload_hash
             _put_version(conn, record, None)
             ttl = new.head_ttl
             if chain is None:
