@@ -688,6 +688,41 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="writes for a checkpoint whose put lost a race land on the thread",
     ),
+    # A keyed chain's head is its fact's pointer: creating it must claim the fact.
+    Mutant(
+        id="keyed-head-claims-nothing",
+        path="layers/memvault/storage/dynamodb/memory.py",
+        original=(
+            '                                "ttl": ttl,\n'
+            "                            }\n"
+            "                        ),\n"
+            '                        "ConditionExpression": "attribute_not_exists(pk)",\n'
+        ),
+        replacement=(
+            '                                "ttl": ttl,\n'
+            "                            }\n"
+            "                        ),\n"
+        ),
+        kill=(
+            f"{MEMORY_PORT}::test_a_second_chain_cannot_take_a_held_pointer[dynamodb]",
+            "tests/storage/test_dynamo_chain_slots.py"
+            "::test_generations_follow_each_other_and_two_claims_of_one_win_once",
+        ),
+        description="a new chain head is put without attribute_not_exists: a second chain "
+        "overwrites the fact's live chain",
+    ),
+    Mutant(
+        id="chain-slot-not-checked",
+        path="layers/memvault/storage/dynamodb/memory.py",
+        original='        return chain_from_item(item) if item and item["chain_id"] == chain_id else None\n',
+        replacement="        return chain_from_item(item) if item else None\n",
+        kill=(
+            "tests/storage/test_dynamo_chain_slots.py"
+            "::test_a_chain_whose_slot_another_generation_took_is_not_found_nor_extended",
+        ),
+        description="a chain read by id answers with whatever chain now holds its fact and "
+        "generation's slot",
+    ),
 )
 
 ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)
