@@ -714,7 +714,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="chain-slot-not-checked",
         path="layers/memvault/storage/dynamodb/memory.py",
-        original='        return chain_from_item(item) if item and item["chain_id"] == chain_id else None\n',
+        original=(
+            "        return chain_from_item(item) "
+            'if item and item["chain_id"] == chain_id else None\n'
+        ),
         replacement="        return chain_from_item(item) if item else None\n",
         kill=(
             "tests/storage/test_dynamo_chain_slots.py"
