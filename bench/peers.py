@@ -600,5 +600,19 @@ class _Mem0Client:
         raise ValueError(f"no such call: {method} {path}")
 
 
+class NoPeer:
+    """Stands in for Mem0 where a profile loads memvault alone through ``peer_compare``."""
+
+    def begin_bulk(self) -> None: ...
+
+    def flush_bulk(self) -> None: ...
+
+    def client_for(self, *args: Any) -> Any:
+        class _Nothing:
+            def call(self, *args: Any, **kwargs: Any) -> None: ...
+
+        return _Nothing()
+
+
 def temp_home() -> tempfile.TemporaryDirectory[str]:
     return tempfile.TemporaryDirectory(prefix="memvault-peer-")

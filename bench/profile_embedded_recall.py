@@ -19,29 +19,16 @@ import sys
 import tempfile
 import time
 from pathlib import Path
-from typing import Any
 
 sys.path.insert(0, str(Path(__file__).parent))
 
 import peer_compare as pc
-from peers import CachedEmbedder, MemvaultSystem
+from peers import CachedEmbedder, MemvaultSystem, NoPeer
 
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.models.recall import RecallRequest
 from memvault.observability import logger
 from memvault_local.evaluation import EvalSet, percentile
-
-
-class _NoPeer:
-    def begin_bulk(self) -> None: ...
-
-    def flush_bulk(self) -> None: ...
-
-    def client_for(self, *args: Any) -> Any:
-        class _Nothing:
-            def call(self, *args: Any, **kwargs: Any) -> None: ...
-
-        return _Nothing()
 
 
 def main(n: int) -> None:
@@ -56,7 +43,7 @@ def main(n: int) -> None:
     with tempfile.TemporaryDirectory() as raw:
         system = MemvaultSystem(Path(raw) / "memvault", cached, ("embedded",))
         started = time.time()
-        pc._load_scale({"memvault": system, "mem0": _NoPeer()}, cached, 0, n)
+        pc._load_scale({"memvault": system, "mem0": NoPeer()}, cached, 0, n)
         print(f"loaded {n:,} in {time.time() - started:.0f} s")
         recall = system.recalls["embedded"]
 

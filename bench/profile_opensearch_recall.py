@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import peer_compare as pc
-from peers import CachedEmbedder, MemvaultSystem
+from peers import CachedEmbedder, MemvaultSystem, NoPeer
 
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.models.recall import RecallRequest
@@ -51,18 +51,6 @@ from memvault.search.backend import Hit, SearchFilter, SearchResult
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.services.recall import RecallService
 from memvault_local.evaluation import EvalSet, percentile
-
-
-class _NoPeer:
-    def begin_bulk(self) -> None: ...
-
-    def flush_bulk(self) -> None: ...
-
-    def client_for(self, *args: Any) -> Any:
-        class _Nothing:
-            def call(self, *args: Any, **kwargs: Any) -> None: ...
-
-        return _Nothing()
 
 
 class _OpenSearchOnly:
@@ -94,7 +82,7 @@ def _system(home: Path, url: str, n: int, cached: CachedEmbedder, fresh: bool) -
         print(f"reusing {n:,} memories in {home} (index {alias})")
         return system
     started = time.monotonic()
-    seconds = pc._load_scale({"memvault": _OpenSearchOnly(system), "mem0": _NoPeer()}, cached, 0, n)
+    seconds = pc._load_scale({"memvault": _OpenSearchOnly(system), "mem0": NoPeer()}, cached, 0, n)
     print(f"loaded {n:,} in {time.monotonic() - started:.0f} s: {seconds}")
     marker.write_text(json.dumps({"memories": n, "load": seconds}))
     return system
