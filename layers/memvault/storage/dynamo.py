@@ -114,54 +114,44 @@ class Dynamo:
         unique = list(dict.fromkeys(keys))
         found: list[dict[str, Any]] = []
         for start in range(0, len(unique), 100):
-            pending: dict[str, Any] = {
-                name: {
-                    "Keys": [key(pk, sk) for pk, sk in unique[start : start + 100]],
-                    "ConsistentRead": True,
-                }
-            }
-            for attempt in range(8):
-                try:
-                    out = self.client.batch_get_item(RequestItems=pending)
-                except ClientError as err:
-                    raise map_client_error(err) from err
-                found += [from_item(i) for i in out.get("Responses", {}).get(name, [])]
-                pending = out.get("UnprocessedKeys") or {}
-                if not pending:
-                    break
-                time.sleep(min(0.05 * 2**attempt, 1.0))
-            if pending:
-                raise Throttled("the store did not answer every key; retry", {"retryable": True})
+            chunk = [key(pk, sk) for pk, sk in unique[start : start + 100]]
+            found += [item for _, item in self._batch_get({name: chunk})]
         return found
 
     def get_across(self, wanted: list[tuple[str, str, str]]) -> list[dict[str, Any] | None]:
-        """Consistent reads of items of several tables (``(table, pk, sk)``) in one batch;
-        each answer is the item or ``None``, in the order asked."""
-        by_table: dict[str, list[tuple[str, str]]] = {}
+        """Consistent reads of items of several tables (``(table, pk, sk)``, 100 at most) in
+        one batch; each answer is the item or ``None``, in the order asked."""
+        by_table: dict[str, list[dict[str, Any]]] = {}
         for table, pk, sk in wanted:
-            by_table.setdefault(table, []).append((pk, sk))
-        pending: dict[str, Any] = {
-            self.names[t]: {"Keys": [key(pk, sk) for pk, sk in ks], "ConsistentRead": True}
-            for t, ks in by_table.items()
+            by_table.setdefault(self.names[table], []).append(key(pk, sk))
+        tables = {self.names[t]: t for t, _, _ in wanted}
+        found = {
+            (tables[name], str(item["pk"]), str(item["sk"])): item
+            for name, item in self._batch_get(by_table)
         }
-        found: dict[tuple[str, str, str], dict[str, Any]] = {}
-        tables = {self.names[t]: t for t in by_table}
+        return [found.get(w) for w in wanted]
+
+    def _batch_get(
+        self, keys_by_table: dict[str, list[dict[str, Any]]]
+    ) -> list[tuple[str, dict[str, Any]]]:
+        """One BatchGetItem (consistent), its unprocessed keys retried with backoff: every
+        item found, with the physical name of its table."""
+        pending: dict[str, Any] = {
+            name: {"Keys": keys, "ConsistentRead": True} for name, keys in keys_by_table.items()
+        }
+        found: list[tuple[str, dict[str, Any]]] = []
         for attempt in range(8):
             try:
                 out = self.client.batch_get_item(RequestItems=pending)
             except ClientError as err:
                 raise map_client_error(err) from err
             for name, items in out.get("Responses", {}).items():
-                for raw in items:
-                    item = from_item(raw)
-                    found[(tables[name], str(item["pk"]), str(item["sk"]))] = item
+                found += [(name, from_item(i)) for i in items]
             pending = out.get("UnprocessedKeys") or {}
             if not pending:
-                break
+                return found
             time.sleep(min(0.05 * 2**attempt, 1.0))
-        if pending:
-            raise Throttled("the store did not answer every key; retry", {"retryable": True})
-        return [found.get(w) for w in wanted]
+        raise Throttled("the store did not answer every key; retry", {"retryable": True})
 
     def query(
         self,
