@@ -10,7 +10,7 @@ import json
 import threading
 import uuid
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
@@ -18,6 +18,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
+from memvault_local.cli import main
 from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack, start_stack
 
@@ -35,6 +36,29 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
     )
     yield running
     running.stop()
+
+
+#: ``cli(*argv)`` runs the ``memvault`` CLI in-process against the stack: (exit code, stdout,
+#: stderr).
+Cli = Callable[..., tuple[int, str, str]]
+
+
+@pytest.fixture
+def cli(
+    stack: RunningStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> Cli:
+    # The CLI mints its own dev token against a local endpoint, with the stack's key; no
+    # token or subject from the environment.
+    monkeypatch.setenv("MEMVAULT_HOME", str(stack.home))
+    monkeypatch.delenv("MEMVAULT_TOKEN", raising=False)
+    monkeypatch.delenv("MEMVAULT_SUBJECT", raising=False)
+
+    def run(*argv: str) -> tuple[int, str, str]:
+        code = main([*argv, "--endpoint", stack.url, "--tenant", "sdk"])
+        out = capsys.readouterr()
+        return code, out.out, out.err
+
+    return run
 
 
 def mint(stack: RunningStack, subject: str | None, **claims: Any) -> str:

@@ -6,32 +6,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 
 import pytest
 
 from memvault_local.cli import main
 from memvault_local.client import ApiClient
 from memvault_local.process import RunningStack, free_port
-from tests.client.conftest import mint, new_subject
-
-Cli = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(
-    stack: RunningStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Cli:
-    # The CLI mints its own dev token against a local endpoint, with the stack's key.
-    monkeypatch.setenv("MEMVAULT_HOME", str(stack.home))
-    monkeypatch.delenv("MEMVAULT_TOKEN", raising=False)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main([*argv, "--endpoint", stack.url, "--tenant", "sdk"])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
+from tests.client.conftest import Cli, mint, new_subject
 
 
 def test_the_memory_commands_print_what_the_api_answered(cli: Cli, stack: RunningStack) -> None:

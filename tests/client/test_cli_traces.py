@@ -7,33 +7,13 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable
 from typing import Any
 
 import pytest
 
-from memvault_local.cli import main
 from memvault_local.client import ApiClient
 from memvault_local.process import RunningStack
-from tests.client.conftest import mint, new_subject
-
-Cli = Callable[..., tuple[int, str, str]]
-
-
-@pytest.fixture
-def cli(
-    stack: RunningStack, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
-) -> Cli:
-    monkeypatch.setenv("MEMVAULT_HOME", str(stack.home))
-    monkeypatch.delenv("MEMVAULT_TOKEN", raising=False)
-    monkeypatch.delenv("MEMVAULT_SUBJECT", raising=False)
-
-    def run(*argv: str) -> tuple[int, str, str]:
-        code = main([*argv, "--endpoint", stack.url, "--tenant", "sdk"])
-        out = capsys.readouterr()
-        return code, out.out, out.err
-
-    return run
+from tests.client.conftest import Cli, mint, new_subject
 
 
 def _recalled(cli: Cli, stack: RunningStack) -> dict[str, Any]:
