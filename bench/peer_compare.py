@@ -596,15 +596,21 @@ def _measure_scale(
     return target
 
 
-def scale(url: str) -> dict[str, Any]:
-    _quiet()
+def scale_inputs() -> tuple[list[str], CachedEmbedder]:
+    """The queries and the embedder (the real memories' vectors cached) of a scale load:
+    what ``scale`` and the recall profiles start from."""
     evalset = EvalSet.read(EVAL)
-    queries = [q["text"] for q in evalset.queries]
     model = MiniLmEmbedder()
     _vocabulary(model)
     cached = CachedEmbedder(model)
     _REAL[:] = [m["content"] for m in evalset.memories][: REAL_PER_SUBJECT * SUBJECTS]
     cached.embed(_REAL)
+    return [q["text"] for q in evalset.queries], cached
+
+
+def scale(url: str) -> dict[str, Any]:
+    _quiet()
+    queries, cached = scale_inputs()
     out: dict[str, Any] = {
         "real_memories_per_subject": REAL_PER_SUBJECT,
         "subjects": SUBJECTS,

@@ -23,23 +23,16 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import peer_compare as pc
-from peers import CachedEmbedder, MemvaultSystem, NoPeer
+from peers import MemvaultSystem, NoPeer
 
-from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.models.recall import RecallRequest
 from memvault.observability import logger
-from memvault_local.evaluation import EvalSet, percentile
+from memvault_local.evaluation import percentile
 
 
 def main(n: int) -> None:
     logger.setLevel("WARNING")
-    evalset = EvalSet.read(pc.EVAL)
-    queries = [q["text"] for q in evalset.queries]
-    model = MiniLmEmbedder()
-    pc._vocabulary(model)
-    cached = CachedEmbedder(model)
-    pc._REAL[:] = [m["content"] for m in evalset.memories][: pc.REAL_PER_SUBJECT * pc.SUBJECTS]
-    cached.embed(pc._REAL)
+    queries, cached = pc.scale_inputs()
     with tempfile.TemporaryDirectory() as raw:
         system = MemvaultSystem(Path(raw) / "memvault", cached, ("embedded",))
         started = time.time()

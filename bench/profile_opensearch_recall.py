@@ -43,14 +43,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import peer_compare as pc
 from peers import CachedEmbedder, MemvaultSystem, NoPeer
 
-from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.models.recall import RecallRequest
 from memvault.observability import logger
 from memvault.search import opensearch as os_search
 from memvault.search.backend import Hit, SearchFilter, SearchResult
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.services.recall import RecallService
-from memvault_local.evaluation import EvalSet, percentile
+from memvault_local.evaluation import percentile
 
 
 class _OpenSearchOnly:
@@ -134,13 +133,7 @@ def main() -> None:
     n: int = args.n
     home: Path = args.home or Path(tempfile.gettempdir()) / "memvault-os-profile" / str(n)
     logger.setLevel("WARNING")
-    evalset = EvalSet.read(pc.EVAL)
-    queries = [q["text"] for q in evalset.queries]
-    model = MiniLmEmbedder()
-    pc._vocabulary(model)
-    cached = CachedEmbedder(model)
-    pc._REAL[:] = [m["content"] for m in evalset.memories][: pc.REAL_PER_SUBJECT * pc.SUBJECTS]
-    cached.embed(pc._REAL)
+    queries, cached = pc.scale_inputs()
     home.parent.mkdir(parents=True, exist_ok=True)
     system = _system(home, args.url, n, cached, args.fresh)
     if args.load_only:

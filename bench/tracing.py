@@ -20,13 +20,14 @@ import os
 import random
 import sqlite3
 import statistics
-import sys
 import time
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+import peer_compare as pc
 from index_scale import _text, _vocabulary
+from peer_compare import _log
 from peers import CachedEmbedder, MemvaultSystem, temp_home
 
 from memvault.clock import SystemClock
@@ -34,7 +35,7 @@ from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.models.memory import MemoryWrite
 from memvault.models.recall import RecallRequest
 from memvault.services.recall import RecallService
-from memvault_local.evaluation import EvalSet, percentile
+from memvault_local.evaluation import EvalSet
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_EVAL = ROOT.parent / "shared" / "eval" / "recall_eval.json"
@@ -48,18 +49,8 @@ REAL_PER_SUBJECT = 30
 GOAL_RATIO = 1.10
 
 
-def _log(message: str) -> None:
-    print(f"  {message}", file=sys.stderr, flush=True)
-
-
 def _stats(values: list[float]) -> dict[str, float]:
-    return {
-        "p50": round(percentile(values, 50), 2),
-        "p95": round(percentile(values, 95), 2),
-        "p99": round(percentile(values, 99), 2),
-        "mean": round(statistics.fmean(values), 2),
-        "n": len(values),
-    }
+    return pc._stats(values) | {"mean": round(statistics.fmean(values), 2)}
 
 
 def _load(system: MemvaultSystem, cached: CachedEmbedder, real: list[str]) -> dict[str, float]:
