@@ -7,7 +7,9 @@ at any point leaves either all of it or none of it. Key layout: ``storage/keys.p
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +62,20 @@ def _transact(db: Dynamo, tx: Tx) -> None:
     except TransactionConflict as err:
         causes = (_CAUSES.get(label, Conflict.STATE) for label in err.failed)
         raise ConditionFailed(*causes) from err
+
+
+_LOOKUPS: ThreadPoolExecutor | None = None
+_LOOKUPS_LOCK = threading.Lock()
+
+
+def _lookups() -> ThreadPoolExecutor:
+    """Threads for reads that DynamoDB cannot batch (a fact's newest generation is a
+    query), made on first use and shared by the process."""
+    global _LOOKUPS
+    with _LOOKUPS_LOCK:
+        if _LOOKUPS is None:
+            _LOOKUPS = ThreadPoolExecutor(max_workers=8, thread_name_prefix="memvault-lookup")
+        return _LOOKUPS
 
 
 def _pointer_sk(fact: str | None) -> str | None:
@@ -151,18 +167,45 @@ class DynamoMemoryStore:
     def pointer(self, tenant_id: str, subject_id: str, fact: str) -> str | None:
         """The fact's newest chain, live or not: the head keyed by the highest generation;
         for a fact with none, the chain a pointer item of the earlier layout names."""
-        pk = keys.subject_pk(tenant_id, subject_id)
-        items, _ = self.db.query(
-            "memory", pk, keys.fact_chains_prefix(fact), limit=1, newest_first=True
-        )
-        if items:
-            return str(items[0]["chain_id"])
-        legacy = self.db.get("memory", pk, f"{keys.POINTER_PREFIX}{fact}")
-        return str(legacy["chain_id"]) if legacy else None
+        return self._newest_chains(tenant_id, subject_id, [fact])[fact]
 
     def pointers(self, tenant_id: str, subject_id: str, facts: Sequence[str]) -> list[str]:
-        found = (self.pointer(tenant_id, subject_id, f) for f in dict.fromkeys(facts))
+        found = self._newest_chains(tenant_id, subject_id, facts).values()
         return [c for c in found if c is not None]
+
+    def _newest_chains(
+        self, tenant_id: str, subject_id: str, facts: Sequence[str]
+    ) -> dict[str, str | None]:
+        """Per fact, its newest chain (see ``pointer``). A fact's generations are found by
+        a query each, which DynamoDB cannot batch: the queries run side by side, beside one
+        batch read of the earlier layout's pointer items, so that the answer takes about one
+        round trip (recall names up to 30 facts)."""
+        pk = keys.subject_pk(tenant_id, subject_id)
+        unique = list(dict.fromkeys(facts))
+        if not unique:
+            return {}
+        newest = {
+            fact: _lookups().submit(
+                self.db.query,
+                "memory",
+                pk,
+                keys.fact_chains_prefix(fact),
+                limit=1,
+                newest_first=True,
+            )
+            for fact in unique
+        }
+        legacy = {
+            str(item["sk"]).removeprefix(keys.POINTER_PREFIX): str(item["chain_id"])
+            for item in self.db.get_many(
+                "memory", [(pk, f"{keys.POINTER_PREFIX}{fact}") for fact in unique]
+            )
+        }
+        found: dict[str, str | None] = {}
+        for fact, query in newest.items():
+            items, _ = query.result()
+            found[fact] = str(items[0]["chain_id"]) if items else legacy.get(fact)
+        return found
 
     def revalidation(
         self,
