@@ -17,7 +17,9 @@ WHEEL_PLATFORM = "manylinux2014_aarch64"
 LOG_RETENTION = logs.RetentionDays.ONE_MONTH
 ACCESS_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 
-#: Per function: memory (MB), timeout, and the concurrency it may take from the account.
+#: Per function: memory (MB), timeout, and the concurrency reserved for it when a
+#: deployment asks (``--context reserved_concurrency=true``; none by default: 216 in all
+#: plus Lambda's 100 unreserved would need an account quota of 316, docs/deploy.md).
 FUNCTIONS = {
     "api": {"memory": 1024, "timeout": Duration.seconds(15), "reserved": 100},
     "authorizer": {"memory": 512, "timeout": Duration.seconds(5), "reserved": 50},
@@ -73,14 +75,19 @@ INDEXER_DLQ_RETENTION = Duration.days(14)
 #: (tests/infrastructure/test_purge_stack.py checks that).
 PURGE_TABLES = ("memory", "deletions", "audit", "sessions", "runs", "artifacts")
 PURGE_SCANNED_TABLES = ("sessions", "runs")  # a subject's items, found by key prefix
-PURGE_RETRY_ERRORS = (
-    "PurgeStepFailed",
+#: Lambda's own transient faults, throttles included: every task (Begin, each step, each
+#: failure record, Finish) is retried on these with full-jitter backoff.
+PURGE_LAMBDA_ERRORS = (
     "Lambda.ServiceException",
     "Lambda.AWSLambdaException",
     "Lambda.SdkClientException",
     "Lambda.TooManyRequestsException",
     "Lambda.ClientExecutionTimeoutException",
 )
+PURGE_LAMBDA_RETRY_INTERVAL_SECONDS = 2
+PURGE_LAMBDA_RETRY_ATTEMPTS = 6
+#: A step's own retrier (its pipeline policy) covers its failure and Lambda's faults.
+PURGE_RETRY_ERRORS = ("PurgeStepFailed", *PURGE_LAMBDA_ERRORS)
 PURGE_LOG_RETENTION = logs.RetentionDays.THREE_MONTHS
 PURGE_EXECUTION_TIMEOUT = Duration.hours(6)
 

@@ -1,7 +1,10 @@
 """Scheduled: removes staged artifact uploads never committed within their bound, and
-starts the purge of any deletion whose Step Functions execution never started (the start
-was lost after the delete committed: reads were already blocked by the tombstone, but the
-copies would stay until a purge runs)."""
+brings every unfinished deletion to an end without anyone asking: a job whose Step
+Functions execution never started (the start was lost after the delete committed), one
+whose execution failed (a copy's retries ran out: an index outage, throttles), and one
+cut short between steps. Reads were blocked by the tombstone all along; this clears the
+copies. The launcher names each attempt (``del_…``, ``del_…-2`` …), skips a job whose
+newest execution still runs, and stops after a bounded number of attempts."""
 
 from __future__ import annotations
 
@@ -13,7 +16,6 @@ from memvault.observability import logger
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     # Imported on the first run, not with the module: the composition (boto3, the
     # services) is most of this function's cold start, and it is built per run anyway.
-    from memvault.models.memory import DeletionState
     from memvault.services.deletion import resume_unfinished
     from memvault.wiring import build_services
 
@@ -22,12 +24,5 @@ def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     logger.info("staged uploads swept", extra={"count": swept})
     started = 0
     if services.memory.settings.purge_state_machine_arn:
-        started = len(
-            resume_unfinished(
-                services.purge,
-                services.memory.purge,
-                statuses=frozenset({DeletionState.REQUESTED, DeletionState.BLOCKED}),
-                resume=False,
-            )
-        )
+        started = len(resume_unfinished(services.purge, services.memory.purge))
     return {"swept": swept, "purge_launches": started}

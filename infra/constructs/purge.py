@@ -53,12 +53,17 @@ class PurgePipeline(Construct):
             error="PurgeFailed",
             cause="a purge step failed after its retries; the deletion job records which",
         )
-        chain = sfn.Chain.start(self._task("Begin", {"action": BEGIN, **_ids()}))
+        # Begin and Finish are retried on Lambda's own faults (throttles included) and any
+        # other error fails the run, which leaves the job unfinished for the sweeper to
+        # launch again under the next execution name (never a stranded job).
+        begin = self._task("Begin", {"action": BEGIN, **_ids()})
+        begin.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        chain = sfn.Chain.start(begin)
         for step in PURGE_PIPELINE:
             chain = chain.next(self._step(step, failed))
-        chain = chain.next(self._task("Finish", {"action": FINISH, **_ids()})).next(
-            sfn.Succeed(self, "Purged")
-        )
+        finish = self._task("Finish", {"action": FINISH, **_ids()})
+        finish.add_catch(failed, errors=["States.ALL"], result_path="$.error")
+        chain = chain.next(finish).next(sfn.Succeed(self, "Purged"))
         stack = Stack.of(self)
         # Named after the stack, so that the executions' ARNs are known before deployment.
         self.name = re.sub(r"[^A-Za-z0-9_-]", "-", f"{stack.stack_name}-purge")[:80]
@@ -107,14 +112,24 @@ class PurgePipeline(Construct):
     def _task(
         self, name: str, payload: dict[str, Any], *, service_retries: bool = True
     ) -> tasks.LambdaInvoke:
-        return tasks.LambdaInvoke(
+        task = tasks.LambdaInvoke(
             self,
             name,
             lambda_function=self.function,
             payload=sfn.TaskInput.from_object(payload),
             result_path=sfn.JsonPath.DISCARD,
-            retry_on_service_exceptions=service_retries,
+            # CDK's own retrier leaves out throttles (Lambda.TooManyRequestsException).
+            retry_on_service_exceptions=False,
         )
+        if service_retries:
+            task.add_retry(
+                errors=list(settings.PURGE_LAMBDA_ERRORS),
+                interval=Duration.seconds(settings.PURGE_LAMBDA_RETRY_INTERVAL_SECONDS),
+                max_attempts=settings.PURGE_LAMBDA_RETRY_ATTEMPTS,
+                backoff_rate=2.0,
+                jitter_strategy=sfn.JitterType.FULL,
+            )
+        return task
 
     def _step(self, step: PipelineStep, failed: sfn.Fail) -> tasks.LambdaInvoke:
         task = self._task(
@@ -137,5 +152,8 @@ class PurgePipeline(Construct):
                 "error": sfn.JsonPath.object_at("$.error"),
             },
         )
+        # A record that cannot be written after its retries still ends the run as failed
+        # (the copy stays PENDING; the sweeper's next attempt clears it).
+        record.add_catch(failed, errors=["States.ALL"], result_path="$.error")
         task.add_catch(record.next(failed), errors=["States.ALL"], result_path="$.error")
         return task

@@ -9,7 +9,7 @@ from __future__ import annotations
 from functools import lru_cache
 from typing import Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 DAY = 86_400
@@ -175,6 +175,14 @@ class Settings(BaseSettings):
         size = (policy and policy.artifact_max_bytes) or self.artifact_max_bytes
         types = (policy and policy.artifact_media_types) or self.artifact_media_types
         return size, types
+
+    @field_validator("titan_dimensions", mode="before")
+    @classmethod
+    def _dimensions_from_text(cls, value: object) -> object:
+        """The environment gives text (``"512"``); a ``Literal`` of ints takes no text."""
+        if isinstance(value, str) and value.strip().isdigit():
+            return int(value)
+        return value
 
     @model_validator(mode="after")
     def _default_within_max(self) -> Settings:

@@ -136,6 +136,28 @@ def test_each_steps_final_failure_is_recorded_for_that_step_and_fails_the_run(
     assert leads == [f"Purge {step.copy}"]
 
 
+def test_every_task_retries_throttles_and_catches_the_rest_into_a_failed_run(
+    silo: Synth,
+) -> None:
+    """A throttle at Begin once failed the execution with the job BLOCKED for good: Begin,
+    Finish and the failure records carried only CDK's default retrier (no
+    Lambda.TooManyRequestsException) and no catch. Every task now retries Lambda's faults,
+    throttles included, with backoff, and ends in the Fail state on anything else (the
+    sweeper then launches the job again)."""
+    states = _definition(silo)["States"]
+    tasks = {k: s for k, s in states.items() if s["Type"] == "Task"}
+    for name, task in tasks.items():
+        retried = {e for r in task.get("Retry", []) for e in r["ErrorEquals"]}
+        assert "Lambda.TooManyRequestsException" in retried, name
+        assert all(r.get("BackoffRate", 1) > 1 for r in task["Retry"]), name
+        (catch,) = task["Catch"]
+        assert catch["ErrorEquals"] == ["States.ALL"], name
+        after = states[catch["Next"]]
+        if after["Type"] == "Task":
+            after = states[after["Next"]]
+        assert after["Type"] == "Fail", name
+
+
 @pytest.mark.parametrize("name", ["silo", "pool"])
 def test_every_task_invokes_the_purge_function_with_ids_only_and_keeps_no_result(
     name: str, request: pytest.FixtureRequest
@@ -331,7 +353,7 @@ def test_the_purge_function_is_configured_like_the_others_and_for_the_index(
         assert props[field] == api[field]
     assert props["Timeout"] == 300
     assert props["MemorySize"] == 512
-    assert props["ReservedConcurrentExecutions"] > 0
+    assert "ReservedConcurrentExecutions" not in props  # only on request (docs/deploy.md)
     group = props["LoggingConfig"]["LogGroup"]["Ref"]
     assert silo.resources("AWS::Logs::LogGroup")[group]["Properties"]["RetentionInDays"] > 0
     env = props["Environment"]["Variables"]

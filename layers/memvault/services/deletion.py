@@ -468,25 +468,17 @@ class PurgeRunner:
 
 
 def resume_unfinished(
-    runner: PurgeRunner,
-    launcher: PurgeLauncher,
-    tenant_id: str | None = None,
-    *,
-    statuses: frozenset[DeletionState] | None = None,
-    resume: bool = True,
+    runner: PurgeRunner, launcher: PurgeLauncher, tenant_id: str | None = None
 ) -> list[DeletionJob]:
     """Launch the purge of every unfinished deletion again (what a process does when it
     starts: a crash may have cut a purge short, or lost a job queued for the background
-    worker after its client had the 202). Safe at any time: the runner skips the copies
-    already cleared, and a job already running is not started twice.
-
-    On AWS the scheduled sweeper passes ``statuses={REQUESTED, BLOCKED}`` and
-    ``resume=False``: a job whose execution never started (the start was lost after the
-    delete committed) starts under its own name, and one that did start is refused by
-    Step Functions and left alone."""
-    jobs = [j for j in runner.unfinished(tenant_id) if statuses is None or j.status in statuses]
+    worker after its client had the 202; on AWS, what the scheduled sweeper does: a start
+    lost after the commit, an execution whose retries ran out, one cut short between
+    steps). Safe at any time: the runner skips the copies already cleared, and a job
+    already running is not started twice (each launcher sees to that)."""
+    jobs = runner.unfinished(tenant_id)
     for job in jobs:
-        launcher.launch(job.tenant_id, job.deletion_id, resume=resume)
+        launcher.launch(job.tenant_id, job.deletion_id, resume=True)
     if jobs:
         logger.info("unfinished deletions resumed", extra={"count": len(jobs)})
     return jobs
@@ -545,26 +537,69 @@ class BackgroundPurgeLauncher:
 
 
 class StepFunctionsPurgeLauncher:
-    """AWS: one standard-workflow execution per job, named after the deletion id, so a
-    second start of the same job is refused by Step Functions and changes nothing.
-    A resumed (FAILED) job starts a new execution with a suffixed name."""
+    """AWS: one standard-workflow execution per attempt at a job, named after the
+    deletion id (``del_…``, then ``del_…-2``, ``del_…-3`` …), so that every caller that
+    launches the same job (the API's delete, a second delete, the scheduled sweeper)
+    derives the same next name, and two of them racing are told apart by Step Functions
+    (``ExecutionAlreadyExists``), never by a clock.
 
-    def __init__(self, client: Any, state_machine_arn: str, clock: Clock) -> None:
+    A launch first reads how the job's newest execution went: one still running is left
+    alone; one that ended (failed, timed out, aborted, or succeeded while the job is not
+    COMPLETED: a crash between steps) is followed by the next name. After
+    ``max_attempts`` executions the job is left to an operator: ``launch`` logs and counts
+    ``PurgeAbandoned`` (alarmed) and starts nothing, so a copy that can never be cleared
+    does not start executions forever. A closed name is never reused silently."""
+
+    def __init__(
+        self, client: Any, state_machine_arn: str, clock: Clock, *, max_attempts: int = 24
+    ) -> None:
         self.client = client
         self.arn = state_machine_arn
         self.clock = clock
+        self.max_attempts = max_attempts
+        # arn:aws:states:<region>:<account>:stateMachine:<name>
+        self._executions = state_machine_arn.replace(":stateMachine:", ":execution:", 1)
+
+    @staticmethod
+    def execution_name(deletion_id: str, attempt: int) -> str:
+        return deletion_id if attempt == 1 else f"{deletion_id}-{attempt}"
+
+    def _status(self, name: str) -> str | None:
+        try:
+            answer = self.client.describe_execution(executionArn=f"{self._executions}:{name}")
+        except self.client.exceptions.ExecutionDoesNotExist:
+            return None
+        return str(answer["status"])
+
+    def next_attempt(self, deletion_id: str) -> int | None:
+        """The attempt to start now, or None while the newest execution still runs."""
+        attempt = 1
+        while (status := self._status(self.execution_name(deletion_id, attempt))) is not None:
+            if status == "RUNNING":
+                return None
+            attempt += 1
+        return attempt
 
     def launch(self, tenant_id: str, deletion_id: str, *, resume: bool = False) -> None:
         import json
 
-        name = deletion_id
-        if resume:
-            name = f"{deletion_id}-r{int(self.clock.now().timestamp())}"
+        attempt = self.next_attempt(deletion_id)
+        if attempt is None:
+            return
+        if attempt > self.max_attempts:
+            metrics.add_metric(name="PurgeAbandoned", unit="Count", value=1)
+            logger.error(
+                "purge attempts exhausted; the job needs an operator",
+                extra={"deletion_id": deletion_id, "attempts": attempt - 1},
+            )
+            return
         try:
             self.client.start_execution(
                 stateMachineArn=self.arn,
-                name=name,
+                name=self.execution_name(deletion_id, attempt),
                 input=json.dumps({"tenant_id": tenant_id, "deletion_id": deletion_id}),
             )
         except self.client.exceptions.ExecutionAlreadyExists:
-            return
+            return  # another caller started this attempt first
+        if attempt > 1:
+            logger.info("purge relaunched", extra={"deletion_id": deletion_id, "attempt": attempt})
