@@ -103,6 +103,18 @@ def served_anywhere(rig: RecallRig, gone: list[Memory], query: str) -> list[str]
     leaks += [f"export {e['memory_id']}" for e in exported if e["memory_id"] in ids]
     # The index may still propose the chain (it is a derived copy); serving it is not.
     leaks += [f"recall {i}" for i in recalled(rig, query) if i in ids]
+    # A retry of the request that wrote a version: anything but not_found (its replay, or
+    # 409 telling a guessed payload from the stored one) answers about the deleted fact.
+    for m in gone:
+        if m.request_id is None:
+            continue
+        try:
+            memory.write(ctx(), "u-1", a_write(request_id=m.request_id, content="a guess"))
+            leaks.append(f"replay {m.memory_id}")
+        except IdempotencyKeyReused:
+            leaks.append(f"replay {m.memory_id} (409)")
+        except NotFound:
+            pass
     return leaks
 
 

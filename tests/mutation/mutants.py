@@ -37,6 +37,7 @@ REBUILD = "tests/integration/test_embedded_rebuild.py"
 PROVENANCE = "tests/integration/test_provenance.py"
 SECRET_PATTERNS = "tests/unit/test_secret_patterns.py"
 REPLAY = "tests/integration/test_replay_after_delete.py"
+RECLASSIFIED = "tests/api/test_reclassified_reads.py"
 SECRETS_EVERYWHERE = "tests/integration/test_secrets_everywhere.py"
 
 MEMORY_PORT = "tests/storage/test_memory_port.py"
@@ -271,8 +272,8 @@ MUTANTS: tuple[Mutant, ...] = (
             f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs[dynamodb]",
             f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge[dynamodb]",
         ),
-        description="the delete marks the current version but not the chain head: the "
-        "older versions stay readable (export) until the purge runs",
+        description="the delete marks the current version but not the chain head: a "
+        "retry of an older version's write request still answers it until the purge runs",
     ),
     Mutant(
         id="recall-reads-purged-tombstones",
@@ -473,6 +474,23 @@ MUTANTS: tuple[Mutant, ...] = (
         description="a credential inside a run's state is stored with the checkpoint",
     ),
     Mutant(
+        id="old-versions-judged-alone",
+        path="layers/memvault/services/memory.py",
+        # A version is judged by its own classification only, not also by its fact's.
+        original=(
+            "        return self._readable(ctx, current, epoch, now) and self._shown_in_history(\n"
+        ),
+        replacement="        return self._shown_in_history(\n",
+        kill=(
+            f"{RECLASSIFIED}::test_export_serves_no_version_of_a_fact_reclassified_above_the_reader"
+            "[sqlite-public to pii]",
+            f"{RECLASSIFIED}::test_a_recall_trace_withholds_the_ids_of_a_fact_reclassified_above"
+            "_the_reader[sqlite]",
+        ),
+        description="export and a recall's trace serve (or name) the public version 1 of a "
+        "fact corrected to pii since, to readers that get and history answer 404",
+    ),
+    Mutant(
         id="replay-ignores-the-ceiling",
         path="layers/memvault/services/memory.py",
         original="            or not ctx.may_read(memory.sensitivity, memory.visibility)\n",
@@ -480,8 +498,11 @@ MUTANTS: tuple[Mutant, ...] = (
         kill=(
             f"{REPLAY}::test_a_replay_never_hands_a_memory_to_a_caller_below_its_sensitivity"
             "[sqlite]",
+            f"{RECLASSIFIED}::test_a_retried_write_of_a_version_classified_above_the_reader"
+            "_stays_not_found[sqlite]",
         ),
-        description="a caller below a memory's sensitivity gets it back by replaying its request",
+        description="a caller below a memory's sensitivity gets it back by replaying its "
+        "request, even once the fact was lowered to its ceiling",
     ),
     Mutant(
         id="any-caller-appends-system-messages",
@@ -532,10 +553,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="unfinished-deletions-never-resumed",
         path="layers/memvault/services/deletion.py",
-        original=(
-            "    jobs = [j for j in runner.unfinished(tenant_id) if statuses is None or j.status "
-            "in statuses]\n"
-        ),
+        original="    jobs = runner.unfinished(tenant_id)\n",
         replacement="    jobs: list[DeletionJob] = []\n",
         kill=(
             "tests/integration/test_local_store.py"

@@ -1,7 +1,9 @@
 """A stateful property test of governance, driven through the real HTTP handlers.
 
 Random sequences of memory writes (some retried with their request id, some reusing one
-with another payload), corrections and confirmations, deletions, forgetting a subject,
+with another payload), corrections and confirmations, reclassifications (a fact written
+public or internal, then corrected to pii, internal or public, refused as secret,
+narrowed to one agent role or opened to all, or deleted), deletions, forgetting a subject,
 time passing (past TTLs and session clocks), index syncs, session appends, runs and
 artifacts, across 3 tenants x 3 subjects, with tokens at two sensitivity ceilings
 (``internal`` and the confidential class ``pii``), two agent roles or none, and scope
@@ -14,7 +16,13 @@ answer is judged against it:
   memory above its ceiling or outside its role's visibility, an artifact above its
   ceiling, another subject's run or session;
 - nothing deleted, forgotten, expired or superseded is served by get, list or recall;
-  export and history serve only the held, unexpired, readable versions of live facts;
+  export and history serve only the held, unexpired, readable versions of live facts
+  whose current version the reader may read now: a fact reclassified above a reader
+  (corrected to a higher sensitivity, narrowed to another agent role) hides every
+  version, and an older version classified above the reader stays hidden after the fact
+  is lowered; no answer carries the content of a version the reader may not see (facts
+  are reclassified on purpose, then read by readers of every ceiling and role, the
+  ``public`` ceiling included);
 - a fact's versions grow by exactly one per write or correction, and every version an
   answer shows is the one the model holds for that id;
 - one memory per request id: a retry returns the memory it wrote first, never a second.
@@ -29,6 +37,7 @@ The run records one reliability row (``stateful-governance``) even when it fails
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import tempfile
@@ -78,6 +87,28 @@ VISIBILITIES: tuple[tuple[str, ...], ...] = ((), ("planner",), ("support",), ROL
 #: Canonical keys (slugs, so that a recall naming one finds it by key) or none.
 KEYS = ("home-city", "pref-lang", None)
 TTLS = (45, 3_600, 30 * 86_400)
+#: What ``reclassify`` does to a fact, as a ``judge_correct`` change and level (a
+#: visibility change narrows the fact to the drawn role, or opens it to every role); or
+#: it deletes the fact.
+RECLASSIFY: dict[str, tuple[str, Sensitivity]] = {
+    "to_pii": ("sensitivity", Sensitivity.PII),
+    "to_internal": ("sensitivity", Sensitivity.INTERNAL),
+    "to_public": ("sensitivity", Sensitivity.PUBLIC),
+    "to_secret": ("secret", Sensitivity.SECRET),
+    "secret_content": ("secret_content", Sensitivity.PUBLIC),
+    "to_one_role": ("visibility", Sensitivity.PUBLIC),
+    "to_every_role": ("visibility", Sensitivity.PUBLIC),
+}
+#: Raising a public fact to pii, and narrowing it to one role, are drawn most often.
+RECLASSIFICATIONS = (*RECLASSIFY, "to_pii", "to_pii", "to_one_role", "delete")
+#: Who reads a reclassified fact: every ceiling (``public`` below the drawn tokens' too),
+#: with and without an agent role (ceiling, role).
+PANEL: tuple[tuple[Sensitivity, str | None], ...] = (
+    (Sensitivity.PUBLIC, ROLES[0]),
+    (Sensitivity.PUBLIC, None),
+    (Sensitivity.INTERNAL, None),
+    (Sensitivity.PII, ROLES[0]),
+)
 #: Clock steps: past the short TTL, past the session idle clock, a day. At most a day a
 #: step keeps every run inside its 90-day retention.
 ADVANCES = (1, 50, 3_700, 86_400)
@@ -210,6 +241,8 @@ class Version:
     source: str
     pii: bool
     artifact_id: str | None = None
+    #: What it holds: no answer may carry it to a reader that may not see this version.
+    content: str = ""
 
 
 @dataclass
@@ -646,8 +679,16 @@ class Governance(RuleBasedStateMachine):
         chain = self.by_memory[record.memory_id]
         if not fresh and answer.status in (404, 409):
             return None  # the old record may be gone or still held; neither serves anything
-        if chain.deleted or not who.may_read(record.sensitivity, record.visibility):
+        # Unreadable means by the version's own classification or by its fact's current
+        # one: a replay must not answer (or, by 409 against 201, confirm) a version of a
+        # fact reclassified above the caller since.
+        if (
+            chain.deleted
+            or not who.may_read(record.sensitivity, record.visibility)
+            or not who.may_read(chain.head.sensitivity, chain.head.visibility)
+        ):
             STATS["replay:deleted" if chain.deleted else "replay:unreadable"] += 1
+            self.check_no_leak(answer, set(), what)
             return self.expect(answer, 404, f"{what} (replay of a gone or unreadable memory)")
         if {k: v for k, v in body.items() if k != "request_id"} != {
             k: v for k, v in record.body.items() if k != "request_id"
@@ -706,6 +747,7 @@ class Governance(RuleBasedStateMachine):
             source=body["source"]["type"],
             pii=pii,
             artifact_id=artifact_id,
+            content=text,
         )
         self.check(
             (out["version"], out["sensitivity"], out["status"])
@@ -781,6 +823,10 @@ class Governance(RuleBasedStateMachine):
         n = self.next()
         if change == "content":
             patch["content"] = content_of("plain", n)
+        elif change == "secret_content":
+            patch["content"] = content_of("secret", n)
+        elif change == "secret":
+            patch["sensitivity"] = Sensitivity.SECRET.value
         elif change == "sensitivity":
             patch["sensitivity"] = level.value
         elif change == "visibility":
@@ -797,6 +843,9 @@ class Governance(RuleBasedStateMachine):
             return self.expect(answer, 404, what, "not_found")
         if stale:
             return self.expect(answer, 409, what, "version_conflict")
+        if change in ("secret", "secret_content"):
+            # Declared or detected, a secret is refused before anything is stored.
+            return self.expect(answer, 422, what, "secret_detected")
         kept = change != "content"
         source = head.source if kept else OWN_SOURCE[who.kind]
         confirming = change == "confirm" and not (kept and head.status == "active")
@@ -815,6 +864,7 @@ class Governance(RuleBasedStateMachine):
             source=source,
             pii=pii,
             artifact_id=head.artifact_id,
+            content=patch.get("content", head.content),
         )
         self.expect(answer, 200, what)
         out = answer.body
@@ -857,6 +907,73 @@ class Governance(RuleBasedStateMachine):
             "correct_latest", memory_id, who, "owner", stale, change, level, visibility, TTLS[1]
         )
 
+    @rule(
+        pick=picks,
+        fresh=st.booleans(),
+        key=st.sampled_from(KEYS),
+        start=st.sampled_from((Sensitivity.PUBLIC, Sensitivity.PUBLIC, Sensitivity.INTERNAL)),
+        kind=picks,
+        role=st.sampled_from(ROLES),
+    )
+    def reclassify(
+        self, pick: int, fresh: bool, key: str | None, start: Sensitivity, kind: int, role: str
+    ) -> None:
+        """A fact readable to many (a fresh one written public or internal, or a live one)
+        is reclassified by a token that may read it: corrected to pii, internal or public,
+        refused as secret (declared, or in new content), narrowed to one agent role or
+        opened to every role, or deleted. Then a panel of readers of every ceiling, with
+        and without an agent role, reads its get, history and export: none is served a
+        version, or its content, that it may not read now."""
+        # Drawn from a wide integer: sampled_from's skew left some kinds undrawn.
+        to = RECLASSIFICATIONS[kind % len(RECLASSIFICATIONS)]
+        live = [c for c in self.chains if not c.deleted and self.shown(c.head)]
+        if fresh or not live:
+            pairs = [(c.tenant, c.subject) for c in self.chains] or [(TENANTS[0], SUBJECTS[0])]
+            tenant, subject = pairs[-1 - pick % len(pairs)]
+            self.step("reclassify", tenant, subject)
+            person = Caller(tenant, subject, Sensitivity.PII, None, FULL)
+            written = self.write_fact(person, key, start)
+            if written is None:
+                return  # the key holds a fact this token may not read: refused, judged
+            chain = written
+        else:
+            chain = live[-1 - pick % len(live)]
+            self.step("reclassify", chain.tenant, chain.subject)
+        owner = Caller(chain.tenant, chain.subject, Sensitivity.PII, None, FULL)
+        owner = self.reader(owner, chain.head)
+        memory_id = chain.head.memory_id
+        STATS[f"reclassify:{to}"] += 1
+        if to == "delete":
+            self.judge_delete(owner, memory_id)
+        else:
+            change, level = RECLASSIFY[to]
+            visibility = (role,) if to == "to_one_role" else ()
+            self.judge_correct(
+                "reclassify", memory_id, owner, "owner", False, change, level, visibility, 1
+            )
+        self.judge_panel(chain)
+
+    def write_fact(self, who: Caller, key: str | None, level: Sensitivity) -> Chain | None:
+        """``who`` writes a plain fact at ``level``, visible to every role; its chain."""
+        n = self.next()
+        body = self.memory_body(
+            n, f"req-{letters(n)}", key, level, (), TTLS[1], "user_statement", "plain"
+        )
+        answer = self.http("POST", f"/v1/subjects/{who.subject}/memories", who, body)
+        self.judge_write(who, who.subject, body, answer)
+        return self.by_memory.get(answer.body["memory_id"]) if answer.status == 201 else None
+
+    def judge_panel(self, chain: Chain) -> None:
+        """Readers of the fact's (tenant, subject) at every ceiling, without and with an
+        agent role (``PANEL``), read its first version's get and history, and the
+        subject's export."""
+        first = chain.versions[0].memory_id
+        for ceiling, role in PANEL:
+            reader = Caller(chain.tenant, chain.subject, ceiling, role, FULL)
+            self.judge_get(reader, first)
+            where = f"{chain.tenant}/{chain.subject} by a {ceiling.value} reader ({role})"
+            self.judge_export(reader, chain.subject, f"panel export of {where}")
+
     @staticmethod
     def reader(who: Caller, v: Version) -> Caller:
         """``who`` with a ceiling and role that may read ``v`` (an agent role when ``v`` is
@@ -887,8 +1004,12 @@ class Governance(RuleBasedStateMachine):
         chain = self.by_memory[memory_id]
         if aim != "cross":
             who = self.holder(who, aim, chain.tenant, chain.subject)
+        self.step("delete", who.tenant, chain.subject)
+        self.judge_delete(who, memory_id)
+
+    def judge_delete(self, who: Caller, memory_id: str) -> None:
+        chain = self.by_memory[memory_id]
         subject = chain.subject
-        self.step("delete", who.tenant, subject)
         answer = self.http("DELETE", f"/v1/subjects/{subject}/memories/{memory_id}", who)
         what = f"delete {memory_id} by {who.tenant}/{who.subject}"
         if not who.has("memory:delete") or not who.acts_for(subject):
@@ -1020,8 +1141,11 @@ class Governance(RuleBasedStateMachine):
             return self.expect(history, 403, f"history of {what}", "forbidden")
         if who.tenant != chain.tenant or not self.served_current(who, chain):
             self.expect(answer, 404, what, "not_found")
-            return self.expect(history, 404, f"history of {what}", "not_found")
+            self.expect(history, 404, f"history of {what}", "not_found")
+            self.check_no_leak(answer, set(), what)
+            return self.check_no_leak(history, set(), f"history of {what}")
         self.expect(answer, 200, what)
+        self.check_no_leak(answer, {chain.head.memory_id}, what)
         self.observed(answer.body, who, subject, what)
         self.check(
             answer.body["memory_id"] == chain.head.memory_id,
@@ -1039,6 +1163,7 @@ class Governance(RuleBasedStateMachine):
             [v["memory_id"] for v in history.body["versions"]] == shown,
             f"history of {what}: {len(history.body['versions'])} versions, not {len(shown)}",
         )
+        self.check_no_leak(history, set(shown), f"history of {what}")
         return None
 
     def listed_now(self, who: Caller, subject: str) -> set[str]:
@@ -1049,12 +1174,31 @@ class Governance(RuleBasedStateMachine):
         }
 
     def exported_now(self, who: Caller, subject: str) -> set[str]:
+        """Of every fact whose current version ``who`` may read now, the versions it may
+        read: each judged by its own classification and by the fact's current one (the
+        stricter wins), so a fact reclassified above ``who`` is exported not at all."""
         return {
             v.memory_id
             for c in self.pair_chains(who.tenant, subject)
+            if self.served_current(who, c)
             for v in c.versions
             if self.shown(v) and who.may_read(v.sensitivity, v.visibility)
         }
+
+    def check_no_leak(self, answer: Answer, shown: set[str], what: str) -> None:
+        """No content of a version outside ``shown`` (the versions the answer may carry)
+        is anywhere in the answer: not of a fact reclassified above the reader, nor of an
+        older version classified above it, nor of a deleted, forgotten or expired one."""
+        text = json.dumps(answer.body, ensure_ascii=False)
+        allowed = {v.content for c in self.chains for v in c.versions if v.memory_id in shown}
+        for chain in self.chains:
+            for v in chain.versions:
+                if v.memory_id not in shown and v.content not in allowed:
+                    self.check(
+                        v.content not in text,
+                        f"{what}: the content of {v.memory_id} (v{v.version} of chain "
+                        f"{chain.number}) served",
+                    )
 
     def judge_list(self, who: Caller, subject: str, what: str) -> None:
         answer = self.http("GET", f"/v1/subjects/{subject}/memories", who, query={"limit": "100"})
@@ -1092,6 +1236,7 @@ class Governance(RuleBasedStateMachine):
             f"{what}: {len(got - expected)} served that must not be, "
             f"{len(expected - got)} missing: {sorted(got ^ expected)}",
         )
+        self.check_no_leak(answer, expected, what)
         return None
 
     def aimed_pair(self, who: Caller, about: str | None, aim: str, pick: int) -> tuple[Caller, str]:
@@ -1154,6 +1299,7 @@ class Governance(RuleBasedStateMachine):
         )
         for conflict in answer.body["conflicts"]:
             self.check(set(conflict["memory_ids"]) <= allowed, f"{what}: a conflict leaks")
+        self.check_no_leak(answer, allowed, what)
         for key in named:
             chain = self.live_chain(who.tenant, subject, key)
             if chain is not None and chain.head.memory_id in allowed:

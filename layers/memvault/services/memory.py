@@ -12,6 +12,7 @@ import binascii
 import hashlib
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from typing import Any
@@ -293,7 +294,8 @@ class MemoryService:
     ) -> Memory:
         # Whether the memory is gone, or out of this caller's reach, is decided before the
         # payload is compared: otherwise 404 against 409 would confirm a guess of deleted
-        # or unreadable content.
+        # or unreadable content. Its fact as it stands now counts too: a version of a fact
+        # reclassified above this caller since (sensitivity, visibility) is out of reach.
         memory = self.repo.version(ctx.tenant_id, subject_id, record.memory_id)
         chain = self.repo.chain(ctx.tenant_id, subject_id, memory.chain_id) if memory else None
         epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
@@ -303,6 +305,7 @@ class MemoryService:
             or not chain.live
             or memory.subject_epoch != epoch
             or not ctx.may_read(memory.sensitivity, memory.visibility)
+            or self._newer_unreadable(ctx, subject_id, chain, memory)
         ):
             raise NotFound(
                 "the memory this request_id wrote is deleted or not readable with this "
@@ -317,6 +320,17 @@ class MemoryService:
                 {"request_id": record.request_id},
             )
         return memory
+
+    def _newer_unreadable(
+        self, ctx: AccessContext, subject_id: str, chain: Chain, memory: Memory
+    ) -> bool:
+        """Whether a newer version than ``memory`` is its chain's current one and the
+        caller may not read it (or it is gone): the fact as it stands now is then beyond
+        the caller, and so is every older version of it."""
+        if chain.current_memory_id == memory.memory_id:
+            return False
+        current = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+        return current is None or not ctx.may_read(current.sensitivity, current.visibility)
 
     def _check_chain_length(self, chain: Chain) -> None:
         if len(chain.versions) >= self.settings.max_versions_per_chain:
@@ -421,11 +435,11 @@ class MemoryService:
         """Every version of the memory's chain still held and readable, oldest first."""
         ctx.require(Scope.MEMORY_READ)
         ctx.require_subject(subject_id)
-        chain, _, epoch = self._resolve(ctx, subject_id, memory_id)
+        chain, current, epoch = self._resolve(ctx, subject_id, memory_id)
         now = self.clock.now()
         versions = self.repo.versions(ctx.tenant_id, subject_id, chain.versions)
         return sorted(
-            (v for v in versions if self._shown_in_history(ctx, v, epoch, now)),
+            (v for v in versions if self._shown(ctx, v, current, epoch, now)),
             key=lambda v: v.version,
         )
 
@@ -433,17 +447,33 @@ class MemoryService:
         self, ctx: AccessContext, subject_id: str, memory_id: str
     ) -> Memory:
         """One exact version, as history would show it (never one deleted or expired since)."""
-        chain, _, epoch = self._resolve(ctx, subject_id, memory_id)
+        chain, current, epoch = self._resolve(ctx, subject_id, memory_id)
         version = self.repo.version(ctx.tenant_id, subject_id, memory_id)
         if (
             version is None
             or version.chain_id != chain.chain_id
-            or not self._shown_in_history(ctx, version, epoch, self.clock.now())
+            or not self._shown(ctx, version, current, epoch, self.clock.now())
         ):
             raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
         return version
 
+    def _shown(
+        self, ctx: AccessContext, m: Memory, current: Memory, epoch: int, now: datetime
+    ) -> bool:
+        """Whether version ``m`` of a live chain whose current version is ``current`` may
+        be shown to this caller: only while it may read ``current`` now (what ``get``
+        checks) and ``m`` itself. The stricter of the two classifications wins: a fact
+        reclassified above the caller (sensitivity or visibility) takes every older
+        version with it, and an older version classified above the caller stays withheld
+        after the fact is lowered. Every route that shows or names old versions holds to
+        this: history, export, reproduction, a recall's trace (and a write's replay, by
+        sensitivity and visibility: ``_newer_unreadable``)."""
+        return self._readable(ctx, current, epoch, now) and self._shown_in_history(
+            ctx, m, epoch, now
+        )
+
     def _shown_in_history(self, ctx: AccessContext, m: Memory, epoch: int, now: datetime) -> bool:
+        """The version judged by itself; callers also judge its chain (``_shown``)."""
         return (
             m.subject_epoch == epoch
             and m.status is not MemoryStatus.DELETED
@@ -451,19 +481,55 @@ class MemoryService:
             and ctx.may_read(m.sensitivity, m.visibility)
         )
 
+    def shown_versions(
+        self, ctx: AccessContext, subject_id: str, memory_ids: Sequence[str]
+    ) -> set[str]:
+        """Of ``memory_ids`` (versions of this subject), those the caller's history of
+        their memory would show now (``_shown``), for answers that name versions without
+        serving them, such as a recall's trace. No scope check: the caller's operation
+        checked its own. Three batch reads: the versions, their chains with the subject's
+        epoch, and the chains' current versions not already read."""
+        if not memory_ids:
+            return set()
+        t = ctx.tenant_id
+        held = self.repo.versions(t, subject_id, list(dict.fromkeys(memory_ids)))
+        epoch, _, chains = self.repo.revalidation(
+            t, subject_id, [], list(dict.fromkeys(m.chain_id for m in held))
+        )
+        live = {c.chain_id: c for c in chains if c.live and c.subject_epoch == epoch}
+        by_id = {m.memory_id: m for m in held}
+        unread = [c.current_memory_id for c in live.values() if c.current_memory_id not in by_id]
+        by_id |= {m.memory_id: m for m in self.repo.versions(t, subject_id, unread)}
+        now = self.clock.now()
+        shown: set[str] = set()
+        for m in held:
+            chain = live.get(m.chain_id)
+            current = by_id.get(chain.current_memory_id) if chain else None
+            if current is not None and self._shown(ctx, m, current, epoch, now):
+                shown.add(m.memory_id)
+        return shown
+
     def export(self, ctx: AccessContext, subject_id: str) -> dict[str, Any]:
-        """Everything held about the subject that this caller may read, every version."""
+        """Everything held about the subject that this caller may read: of every fact whose
+        current version it may read now, every version its history shows (``_shown``).
+        Each version is judged with its chain: an older version of a fact reclassified
+        above the caller is not exported, whatever its own classification."""
         ctx.require(Scope.MEMORY_READ)
         ctx.require_subject(subject_id)
         now = self.clock.now()
         epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
         versions, chains = self.repo.subject_items(ctx.tenant_id, subject_id)
-        live = {c.chain_id for c in chains if c.live and c.subject_epoch == epoch}
+        by_id = {v.memory_id: v for v in versions}
+        current = {
+            c.chain_id: by_id[c.current_memory_id]
+            for c in chains
+            if c.live and c.subject_epoch == epoch and c.current_memory_id in by_id
+        }
         held = sorted(
             (
                 v
                 for v in versions
-                if v.chain_id in live and self._shown_in_history(ctx, v, epoch, now)
+                if v.chain_id in current and self._shown(ctx, v, current[v.chain_id], epoch, now)
             ),
             key=lambda v: (v.chain_id, v.version),
         )

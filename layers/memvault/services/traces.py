@@ -68,14 +68,13 @@ class TraceService:
         trace = self.traces.recall(ctx.tenant_id, subject, recall_id, now)
         if trace is None:
             raise NotFound(_NO_RECALL, {"recall_id": recall_id})
-        # Ids of what the reader may not read (another agent's recall, a memory above this
-        # token's ceiling, one whose versions were purged since) are withheld: reasons and
-        # counts stay.
+        # Ids of what the reader may not read now are withheld, as its history would
+        # withhold them: another agent's recall, a memory above this token's ceiling or
+        # outside its role, a version of a fact reclassified so since or deleted, one
+        # whose versions were purged. Reasons and counts stay.
         named = [s.memory_id for s in trace.returned]
         named += [d.memory_id for d in trace.dropped if d.memory_id]
-        held = self.repo.versions(ctx.tenant_id, subject, list(dict.fromkeys(named)))
-        readable = {m.memory_id for m in held if ctx.may_read(m.sensitivity, m.visibility)}
-        return RecallTraceOut.of(trace, readable)
+        return RecallTraceOut.of(trace, self.memory.shown_versions(ctx, subject, named))
 
     def memory_trace(self, ctx: AccessContext, subject_id: str, memory_id: str) -> MemoryTraceOut:
         ctx.require(Scope.MEMORY_READ)
