@@ -6,10 +6,10 @@ UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop browser
+.PHONY: help install run test unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop browser layer-lock layer layer-sizes rehearsal rehearsal-arm64
 
 help: ## list the targets
-	@awk 'BEGIN {FS = ":.*## "} /^[a-z-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
+	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
 $(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
 	$(PYTHON) -m venv $(VENV)
@@ -61,6 +61,21 @@ synth: $(STAMP) ## synthesize a silo stack (TENANT=...) into cdk.out/, with cdk-
 synth-pool: $(STAMP) ## synthesize the pool stack for TENANTS_FILE into cdk.out/
 	$(CDK_ENV) CDK_OUTDIR=cdk.out CDK_CONTEXT_JSON='{"mode": "pool", "tenants_file": "$(TENANTS_FILE)"}' $(BIN)/python -m infra.app
 	@ls cdk.out/*.template.json
+
+layer-lock: $(STAMP) ## resolve pyproject's runtime dependencies for Lambda (arm64, CPython 3.14) into infra/layer-requirements.lock; UPGRADE=1 for the newest releases
+	$(CDK_ENV) $(BIN)/python -m infra.layer lock $(if $(UPGRADE),--upgrade)
+
+layer: $(STAMP) ## build the runtime layer and each function's code from the lock, with CPython 3.14 bytecode (build/, cached)
+	$(CDK_ENV) $(BIN)/python -m infra.layer build
+
+layer-sizes: $(STAMP) ## per function: the shared layer, its own code and both, MB unzipped (builds them if needed)
+	@$(CDK_ENV) $(BIN)/python -m infra.layer sizes
+
+rehearsal: $(STAMP) ## the deploy rehearsal in full: silo and pool stacks on moto from their built assets, every fault (build/rehearsal/)
+	MEMVAULT_REHEARSAL=full $(BIN)/python -m pytest tests/rehearsal -p no:cacheprovider
+
+rehearsal-arm64: $(STAMP) ## slow: every handler from its deployed asset on arm64 CPython 3.14 under qemu, no AWS
+	$(CDK_ENV) $(BIN)/python scripts/rehearsal_arm64.py
 
 opensearch: ## start a local single-node OpenSearch on 127.0.0.1:9200 (downloaded once from Maven Central)
 	@bash scripts/opensearch.sh start

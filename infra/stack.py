@@ -6,6 +6,7 @@ import json
 from typing import Any
 
 from aws_cdk import CfnOutput, Stack
+from aws_cdk import aws_lambda as lambda_
 
 from constructs import Construct
 from infra.constructs.api import Api
@@ -41,6 +42,10 @@ class MemvaultStack(Stack):
             },
         )
         functions = self.compute.functions
+        # A stable name for the direct-invocation function, for agent runtimes to invoke.
+        direct = functions["direct"].node.default_child
+        assert isinstance(direct, lambda_.CfnFunction)
+        direct.function_name = deployment.direct_function_name
         self.isolation = Isolation(
             self,
             "Isolation",
@@ -89,7 +94,19 @@ class MemvaultStack(Stack):
             key=self.data.key,
             search=self.search,
             purge=self.purge.state_machine,
+            alarm_email=deployment.alarm_email,
+            alarm_topic_arn=deployment.alarm_topic_arn,
         )
         CfnOutput(self, "ApiUrl", value=self.api.rest_api.url)
+        CfnOutput(
+            self,
+            "AlarmTopicArn",
+            value=self.observability.topic.topic_arn,
+            description="the topic every alarm publishes to: subscribe on-call here",
+        )
+        # What agent runtimes invoke directly (the memvault SDK's Lambda transport).
+        direct = functions["direct"]
+        CfnOutput(self, "DirectFunctionName", value=direct.function_name)
+        CfnOutput(self, "DirectFunctionArn", value=direct.function_arn)
         CfnOutput(self, "Mode", value=deployment.mode)
         CfnOutput(self, "SearchEndpoint", value=self.search.endpoint)

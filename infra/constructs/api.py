@@ -18,10 +18,28 @@ from infra.deployment import Deployment
 PUBLIC_ROUTES = ("health", "openapi.json")
 
 
-def _error_template(code: str, message: str) -> dict[str, str]:
-    return {
-        "application/json": json.dumps({"error": {"code": code, "message": message, "details": {}}})
-    }
+#: Gateway response templates are not VTL: API Gateway only substitutes ``$context``
+#: variables. ``$context.error.messageString`` is the gateway's message already quoted as
+#: a JSON string; the response type (an upper-case name) and the request id (the
+#: correlation id the functions log) are placed inside quotes.
+GATEWAY_MESSAGE = "$context.error.messageString"
+CORRELATION_ID = "$context.requestId"
+RESPONSE_TYPE = "$context.error.responseType"
+
+
+def _error_template(code: str, message: str | None, **details: str) -> dict[str, str]:
+    """The API's error envelope; ``message=None`` takes the gateway's own message."""
+    slot = "<gateway message>"
+    body = json.dumps(
+        {
+            "error": {
+                "code": code,
+                "message": slot if message is None else message,
+                "details": {"correlation_id": CORRELATION_ID, **details},
+            }
+        }
+    )
+    return {"application/json": body.replace(json.dumps(slot), GATEWAY_MESSAGE)}
 
 
 def usage_key(stack_name: str, tenant_id: str) -> str:
@@ -106,26 +124,40 @@ class Api(Construct):
             self._waf()
 
     def _gateway_responses(self) -> None:
-        answers = {
-            apigw.ResponseType.UNAUTHORIZED: (
-                "401",
+        """Errors API Gateway answers itself, in the API's error envelope. The status stays
+        API Gateway's own (a 403, 404, 413, 429 or 504 stays one) except where noted; a
+        response type without an entry here falls to DEFAULT_4XX or DEFAULT_5XX, which
+        set no status at all and carry the gateway's message and response type."""
+        R = apigw.ResponseType
+        answers: dict[apigw.ResponseType, tuple[str | None, str, str]] = {
+            R.UNAUTHORIZED: (
+                None,  # 401
                 "unauthorized",
                 "send a valid token as 'Authorization: Bearer <JWT>'",
             ),
-            apigw.ResponseType.ACCESS_DENIED: ("403", "forbidden", "the token does not allow this"),
-            apigw.ResponseType.THROTTLED: ("429", "throttled", "too many requests; retry later"),
-            apigw.ResponseType.QUOTA_EXCEEDED: ("429", "throttled", "the tenant's quota is spent"),
-            apigw.ResponseType.REQUEST_TOO_LARGE: (
-                "413",
-                "payload_too_large",
-                "the request body is too large",
-            ),
-            apigw.ResponseType.DEFAULT_4_XX: (
-                "400",
+            # An AWS (SigV4) token past its time; JWTs that expire are UNAUTHORIZED.
+            R.EXPIRED_TOKEN: ("401", "unauthorized", "the credentials have expired"),
+            R.ACCESS_DENIED: (None, "forbidden", "the token does not allow this"),  # 403
+            R.INVALID_API_KEY: (None, "forbidden", "no usage plan for this tenant"),  # 403
+            R.WAF_FILTERED: (None, "forbidden", "the request was blocked by the firewall"),
+            # No route matched (this API has no IAM authorization, so the gateway's 403
+            # "Missing Authentication Token" can only mean an unknown path or method).
+            R.MISSING_AUTHENTICATION_TOKEN: ("404", "not_found", "no such route"),
+            R.RESOURCE_NOT_FOUND: (None, "not_found", "no such route"),  # 404
+            R.THROTTLED: (None, "throttled", "too many requests; retry later"),  # 429
+            R.QUOTA_EXCEEDED: (None, "throttled", "the tenant's quota is spent"),  # 429
+            R.REQUEST_TOO_LARGE: (None, "payload_too_large", "the request is too large"),
+            R.BAD_REQUEST_BODY: (None, "validation_failed", "the request body is invalid"),
+            R.BAD_REQUEST_PARAMETERS: (
+                None,  # 400
                 "validation_failed",
-                "the request could not be read",
+                "the request's parameters are invalid",
             ),
-            apigw.ResponseType.DEFAULT_5_XX: ("500", "internal", "an unexpected error occurred"),
+            R.INTEGRATION_TIMEOUT: (
+                None,  # 504
+                "gateway_timeout",
+                "the request took too long; retry it (writes are idempotent by request_id)",
+            ),
         }
         for kind, (status, code, message) in answers.items():
             self.rest_api.add_gateway_response(
@@ -133,6 +165,12 @@ class Api(Construct):
                 type=kind,
                 status_code=status,
                 templates=_error_template(code, message),
+            )
+        for kind, code in ((R.DEFAULT_4_XX, "request_rejected"), (R.DEFAULT_5_XX, "internal")):
+            self.rest_api.add_gateway_response(
+                f"Gateway{kind.response_type}",
+                type=kind,
+                templates=_error_template(code, None, response_type=RESPONSE_TYPE),
             )
 
     def _usage_plans(self, deployment: Deployment, stack_name: str) -> None:

@@ -13,7 +13,7 @@ from aws_cdk import aws_logs as logs
 from constructs import Construct
 from infra import settings
 from infra.deployment import Deployment
-from infra.layer import ROOT, runtime_layer_code
+from infra.layer import function_code, runtime_layer_code
 
 
 class Compute(Construct):
@@ -66,6 +66,7 @@ class Compute(Construct):
             ),
             **environment,
         }
+        self.reserved: dict[str, int] = dict(deployment.reserved_concurrency)
         self.functions = {
             name: self._function(name, base) for name in ("api", "authorizer", "direct", "sweeper")
         }
@@ -106,13 +107,13 @@ class Compute(Construct):
             runtime=settings.PYTHON_RUNTIME,
             architecture=settings.ARCHITECTURE,
             handler="index.handler",
-            code=lambda_.Code.from_asset(
-                str(ROOT / "functions" / name), exclude=["__pycache__", "*.pyc"]
-            ),
+            # Its entry point compiled (and, for api and direct, what only they load).
+            code=function_code(name),
             layers=[self.layer],
             memory_size=limits["memory"],  # type: ignore[arg-type]
             timeout=limits["timeout"],  # type: ignore[arg-type]
-            reserved_concurrent_executions=limits["reserved"],  # type: ignore[arg-type]
+            # None unless the deployment reserves some (infra/deployment.py, docs/deploy.md).
+            reserved_concurrent_executions=self.reserved.get(name),
             tracing=lambda_.Tracing.ACTIVE,
             log_group=log_group,
             environment=environment,

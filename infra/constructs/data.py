@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from aws_cdk import Duration, RemovalPolicy
 from aws_cdk import aws_dynamodb as dynamodb
+from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
@@ -48,14 +49,18 @@ class DataTables(Construct):
             removal_policy=removal,
             auto_delete_objects=not production,
         )
-        # Objects live under "<tenant>/", each encrypted with its tenant's key.
+        # Objects live under "<tenant>/", each encrypted with its tenant's key under the
+        # encryption context {"tenant_id", "artifact_id"} (storage/s3/objects.py). No S3
+        # Bucket Key: with one, S3 asks KMS for a bucket-level key under the bucket ARN as
+        # its only context, which every tenant key's policy refuses (infra/constructs/
+        # tenancy.py); each presigned upload also signs "bucket key: false" itself.
         self.artifacts = s3.Bucket(
             self,
             "Artifacts",
             block_public_access=s3.BlockPublicAccess.BLOCK_ALL,
             encryption=s3.BucketEncryption.KMS,
             encryption_key=self.key,
-            bucket_key_enabled=True,
+            bucket_key_enabled=False,
             enforce_ssl=True,
             versioned=True,
             server_access_logs_bucket=self.access_logs,
@@ -66,6 +71,31 @@ class DataTables(Construct):
             ],
             removal_policy=removal,
             auto_delete_objects=not production,
+        )
+        # A PUT must name SSE-KMS and a key: one that names neither would be encrypted
+        # under the bucket's default key, outside any tenant's key and context. (S3 has no
+        # condition key for the encryption context or the Bucket Key; the tenant key's
+        # policy refuses a data key without the tenant's context, so such a PUT fails.)
+        objects = self.artifacts.arn_for_objects("*")
+        self.artifacts.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="PutsAreSseKms",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[objects],
+                conditions={"StringNotEquals": {"s3:x-amz-server-side-encryption": "aws:kms"}},
+            )
+        )
+        self.artifacts.add_to_resource_policy(
+            iam.PolicyStatement(
+                sid="PutsNameTheirKey",
+                effect=iam.Effect.DENY,
+                principals=[iam.AnyPrincipal()],
+                actions=["s3:PutObject"],
+                resources=[objects],
+                conditions={"Null": {"s3:x-amz-server-side-encryption-aws-kms-key-id": "true"}},
+            )
         )
 
     def _table(self, spec: TableSpec, prefix: str, production: bool) -> dynamodb.Table:

@@ -13,6 +13,7 @@ from aws_cdk import aws_iam as iam
 from aws_cdk import aws_kms as kms
 from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_sns as sns
+from aws_cdk import aws_sns_subscriptions as subscriptions
 from aws_cdk import aws_stepfunctions as sfn
 
 from constructs import Construct
@@ -36,11 +37,21 @@ class Observability(Construct):
         key: kms.IKey,
         search: Search | None = None,
         purge: sfn.StateMachine | None = None,
+        alarm_email: str | None = None,
+        alarm_topic_arn: str | None = None,
     ) -> None:
         super().__init__(scope, construct_id)
         self.topic = sns.Topic(
             self, "Alarms", master_key=key, enforce_ssl=True, display_name="memvault alarms"
         )
+        if alarm_email:
+            # SNS mails a confirmation first: nothing is delivered until it is confirmed.
+            self.topic.add_subscription(subscriptions.EmailSubscription(alarm_email))
+        # Every alarm publishes to the stack's topic and, when given, to an existing one
+        # (an operations team's; its policy must let CloudWatch publish).
+        self.topics: list[sns.ITopic] = [self.topic]
+        if alarm_topic_arn:
+            self.topics.append(sns.Topic.from_topic_arn(self, "ExistingAlarms", alarm_topic_arn))
         # CloudWatch publishes alarms to the encrypted topic only if the key lets it.
         key.add_to_resource_policy(
             iam.PolicyStatement(
@@ -174,5 +185,5 @@ class Observability(Construct):
             comparison_operator=comparison,
             treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
         )
-        alarm.add_alarm_action(actions.SnsAction(self.topic))
+        alarm.add_alarm_action(*(actions.SnsAction(topic) for topic in self.topics))
         self.alarms.append(alarm)

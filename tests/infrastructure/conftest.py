@@ -1,6 +1,7 @@
 """Synthesized stacks for the infrastructure tests (silo, pool, and pool with WAF in
-production). Synthesis runs cdk-nag's AwsSolutions pack as a validation plugin: an
-unacknowledged finding fails it, so every fixture here is also a nag check."""
+production, with reserved concurrency and alarm notifications). Synthesis runs cdk-nag's
+AwsSolutions pack as a validation plugin: an unacknowledged finding fails it, so every
+fixture here is also a nag check."""
 
 from __future__ import annotations
 
@@ -49,10 +50,22 @@ def pool(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synth(tmp_path_factory.mktemp("pool"), mode="pool")
 
 
+#: The production pool's optional settings (infra/deployment.py, docs/deploy.md).
+PRODUCTION_RESERVED = {"api": 100, "purge": 5}
+PRODUCTION_ALARM_EMAIL = "oncall@example.com"
+PRODUCTION_ALARM_TOPIC = "arn:aws:sns:us-east-1:123456789012:ops-alarms"
+
+
 @pytest.fixture(scope="session")
 def pool_production(tmp_path_factory: pytest.TempPathFactory) -> Synth:
     return synth(
-        tmp_path_factory.mktemp("poolprod"), mode="pool", production="true", enable_waf="true"
+        tmp_path_factory.mktemp("poolprod"),
+        mode="pool",
+        production="true",
+        enable_waf="true",
+        reserved_concurrency=json.dumps(PRODUCTION_RESERVED),
+        alarm_email=PRODUCTION_ALARM_EMAIL,
+        alarm_topic_arn=PRODUCTION_ALARM_TOPIC,
     )
 
 

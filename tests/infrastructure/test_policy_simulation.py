@@ -95,6 +95,11 @@ class World:
             if r["Type"] == "AWS::S3::Bucket" and k.startswith("DataArtifacts")
         )
         self.bucket = _arn(bucket, res[bucket])
+        self.bucket_policy = next(
+            _resolve(r["Properties"]["PolicyDocument"], res)
+            for r in res.values()
+            if r["Type"] == "AWS::S3::BucketPolicy" and r["Properties"]["Bucket"] == {"Ref": bucket}
+        )
         self.keys = {
             ("acme" if "Acme" in k else "globex"): (
                 _arn(k, r),
@@ -218,3 +223,86 @@ def test_no_tenant_key_decrypts_without_an_encryption_context(world: World) -> N
         [world.simulation("kms:Decrypt", arn, {}, policy) for arn, policy in world.keys.values()]
     )
     assert answers == ["ExplicitlyDenied", "ExplicitlyDenied"]
+
+
+# An upload under a tenant's key is two decisions: S3 authorizes the caller's PutObject
+# (identity policy and bucket policy), then asks KMS for a data key on the caller's behalf
+# (kms:ViaService s3, the caller's own credentials) under the encryption context it sends:
+# the request's context plus ``aws:s3:arn``, the object's ARN; with an S3 Bucket Key,
+# only ``aws:s3:arn`` and the bucket's ARN. Both must be allowed.
+OBJECT = "acme/u-1/art_1"
+SSE_KMS = {
+    "s3:x-amz-server-side-encryption": "aws:kms",
+    "s3:x-amz-server-side-encryption-aws-kms-key-id": "alias/memvault/acme",
+    "aws:SecureTransport": "true",
+}
+VIA_S3 = {
+    "kms:ViaService": f"s3.{REGION}.amazonaws.com",
+    "aws:CalledVia": ["s3.amazonaws.com"],
+    "aws:CalledViaFirst": "s3.amazonaws.com",
+    "aws:ViaAWSService": "true",
+    "aws:SecureTransport": "true",
+}
+
+
+def _put(world: World, headers: dict[str, Any]) -> dict[str, Any]:
+    return world.simulation(
+        "s3:PutObject", f"{world.bucket}/{OBJECT}", headers, world.bucket_policy
+    )
+
+
+def _data_key(world: World, tenant: str, context: dict[str, str]) -> dict[str, Any]:
+    key, policy = world.keys[tenant]
+    encryption = {f"kms:EncryptionContext:{k}": v for k, v in context.items()}
+    return world.simulation(
+        "kms:GenerateDataKey",
+        key,
+        {**VIA_S3, **encryption, "kms:EncryptionContextKeys": sorted(context)},
+        policy,
+    )
+
+
+def test_an_upload_under_the_tenants_key_and_context_is_allowed(world: World) -> None:
+    answers = _run(
+        [
+            _put(world, SSE_KMS),
+            _data_key(
+                world,
+                "acme",
+                {
+                    "tenant_id": "acme",
+                    "artifact_id": "art_1",
+                    "aws:s3:arn": f"{world.bucket}/{OBJECT}",
+                },
+            ),
+        ]
+    )
+    assert answers == ["Allowed", "Allowed"]
+
+
+def test_an_upload_that_names_no_sse_kms_key_is_refused_by_the_bucket(world: World) -> None:
+    """Without SSE-KMS and a key named, S3 would encrypt under the bucket's default key
+    (the tables' key): outside any tenant's key and encryption context."""
+    no_sse = {"aws:SecureTransport": "true"}
+    sse_s3 = {**no_sse, "s3:x-amz-server-side-encryption": "AES256"}
+    no_key = {**no_sse, "s3:x-amz-server-side-encryption": "aws:kms"}
+    answers = _run([_put(world, headers) for headers in (no_sse, sse_s3, no_key)])
+    assert answers == ["ExplicitlyDenied"] * 3
+
+
+def test_a_data_key_under_a_bucket_key_or_without_the_tenants_context_is_refused(
+    world: World,
+) -> None:
+    """With an S3 Bucket Key, S3 asks for the bucket-level key under the bucket's ARN
+    alone; without the request's context, under the object's ARN alone. The tenant key
+    refuses both outright, and another tenant's context on it."""
+    object_arn = f"{world.bucket}/{OBJECT}"
+    answers = _run(
+        [
+            _data_key(world, "acme", {"aws:s3:arn": world.bucket}),
+            _data_key(world, "acme", {"aws:s3:arn": object_arn}),
+            _data_key(world, "acme", {"tenant_id": "globex", "aws:s3:arn": object_arn}),
+            _data_key(world, "globex", {"tenant_id": "acme", "aws:s3:arn": object_arn}),
+        ]
+    )
+    assert answers == ["ExplicitlyDenied"] * 4, answers

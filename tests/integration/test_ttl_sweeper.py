@@ -1,5 +1,6 @@
-"""The local TTL sweeper: expired items go, and their REMOVE reaches the table's stream
-(marked as DynamoDB's own service delete, as a real TTL deletion would be)."""
+"""The local TTL sweeper: expired items go, and on a table with a stream (the memory
+table; the others have none) their REMOVE reaches it, marked as DynamoDB's own service
+delete, as a real TTL deletion would be."""
 
 from __future__ import annotations
 
@@ -28,9 +29,7 @@ def stream_records(table: str) -> list[dict[str, Any]]:
     return records
 
 
-def test_expired_session_items_are_swept_and_their_remove_is_on_the_stream(
-    services: Services, ddb: Any, clock: FakeClock
-) -> None:
+def test_expired_session_items_are_swept(services: Services, ddb: Any, clock: FakeClock) -> None:
     services.sessions.append(
         ctx(), "u-1", "s-1", AppendMessage(request_id="r1", role="user", content="hello")
     )
@@ -42,13 +41,27 @@ def test_expired_session_items_are_swept_and_their_remove_is_on_the_stream(
     # its absolute expiry, so no message is ever left without its head.
     assert sweeper.sweep(now=idle_expiry + 1) == 0
     assert sweeper.sweep(now=clock.now().timestamp() + 86_400 + 1) == 3  # head, message, receipt
+    assert ddb.scan(TableName="test-sessions")["Items"] == []
 
-    records = stream_records("test-sessions")
+
+def test_a_swept_items_remove_is_on_the_stream_as_the_services_own(
+    services: Services, ddb: Any, clock: FakeClock
+) -> None:
+    now = int(clock.now().timestamp())
+    expired = {"pk": {"S": "acme#u-1"}, "sk": {"S": "EXPIRED"}, "ttl": {"N": str(now - 1)}}
+    kept = {"pk": {"S": "acme#u-1"}, "sk": {"S": "KEPT"}, "ttl": {"N": str(now + 3600)}}
+    for item in (expired, kept):
+        ddb.put_item(TableName="test-memory", Item=item)
+    sweeper = TtlSweeper(ddb, "test-")
+
+    assert sweeper.sweep(now=now) == 1
+
+    records = stream_records("test-memory")
     removes = [r for r in records if r["eventName"] == "REMOVE"]
-    assert {r["dynamodb"]["Keys"]["sk"]["S"] for r in removes} >= {"SESSION", "MSG#0000000001"}
-    marked = sweeper.as_service_deletes("test-sessions", records)
+    assert [r["dynamodb"]["Keys"]["sk"]["S"] for r in removes] == ["EXPIRED"]
+    marked = sweeper.as_service_deletes("test-memory", records)
     swept = [r for r in marked if r["eventName"] == "REMOVE"]
-    assert all(r["userIdentity"] == SERVICE_IDENTITY for r in swept)
+    assert swept and all(r["userIdentity"] == SERVICE_IDENTITY for r in swept)
     assert all("userIdentity" not in r for r in marked if r["eventName"] == "INSERT")
 
 

@@ -222,9 +222,13 @@ def test_s3_uploads_are_signed_for_the_tenants_key_context_and_digest(s3_rig: Ri
     for header in (
         "x-amz-server-side-encryption-aws-kms-key-id",
         "x-amz-server-side-encryption-context",
+        "x-amz-server-side-encryption-bucket-key-enabled",
         "x-amz-checksum-sha256",
     ):
         assert header in signed_headers
+    # No S3 Bucket Key: its data key would carry only the bucket ARN as encryption
+    # context, which the tenant's key refuses (tests/infrastructure/test_policy_simulation).
+    assert signed.headers["x-amz-server-side-encryption-bucket-key-enabled"] == "false"
     context = json.loads(base64.b64decode(signed.headers["x-amz-server-side-encryption-context"]))
     assert context == {"tenant_id": "acme", "artifact_id": REF.artifact_id}
     assert (

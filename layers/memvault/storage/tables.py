@@ -49,8 +49,8 @@ SESSIONS = TableSpec(
     name="sessions",
     purpose="session memory: head (two clocks), messages, summaries; native TTL",
     ttl_attribute="ttl",
-    # TTL deletes reach consumers as REMOVE records (derived copies die with the session).
-    stream="NEW_AND_OLD_IMAGES",
+    # No stream: nothing consumes one (a session's items leave together by TTL, and
+    # nothing is derived from them elsewhere). Add one with its consumer.
 )
 RUNS = TableSpec(
     name="runs",

@@ -2,7 +2,8 @@
 context, moved by presigned URLs: the bytes never pass through a Lambda.
 
 The bucket is versioned: every PUT makes a new version, the commit pins one. The
-presigned PUT signs the tenant's key, the encryption context and the sha256 the client
+presigned PUT signs the tenant's key, the encryption context, that no S3 Bucket Key is
+used (its data key would carry only the bucket ARN as context) and the sha256 the client
 must send (``x-amz-checksum-sha256``, which S3 checks on arrival; moto does not, so
 ``head`` reports no verified digest and the service hashes the bytes itself).
 """
@@ -75,6 +76,9 @@ class S3ObjectStore:
                 "ServerSideEncryption": "aws:kms",
                 "SSEKMSKeyId": key_id,
                 "SSEKMSEncryptionContext": context,
+                # Never under an S3 Bucket Key: its data key's only context is the bucket
+                # ARN, which the tenant key refuses (the tenant's context is required).
+                "BucketKeyEnabled": False,
                 "ChecksumSHA256": checksum,
             },
         )
@@ -86,6 +90,7 @@ class S3ObjectStore:
                 "x-amz-server-side-encryption": "aws:kms",
                 "x-amz-server-side-encryption-aws-kms-key-id": key_id,
                 "x-amz-server-side-encryption-context": context,
+                "x-amz-server-side-encryption-bucket-key-enabled": "false",
                 "x-amz-checksum-sha256": checksum,
             },
         )
