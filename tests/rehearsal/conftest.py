@@ -63,4 +63,4 @@ def world(
 
 @pytest.fixture(scope="module")
 def gateway(world: World) -> Gateway:
-    return Gateway(world.template, world.function("api"), world.function("authorizer"))
+    return Gateway(world.template, world.runtime.by_function_name)

@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from tests.rehearsal.runtime import FunctionProcess, InvocationError
+from tests.rehearsal.runtime import InvocationError
 from tests.rehearsal.template import ACCOUNT, REGION, Template
 
 #: API Gateway's own status and message for each response type it answers itself.
@@ -51,9 +51,10 @@ class Answer:
 
 @dataclass
 class Gateway:
+    """``functions`` resolves a function's ARN to its process (``Runtime.by_function_name``)."""
+
     template: Template
-    api: FunctionProcess
-    authorizer: FunctionProcess
+    functions: Any
     cache: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
@@ -70,8 +71,28 @@ class Gateway:
             str(t.resolve(v["Properties"].get("Value")))
             for v in t.of_type("AWS::ApiGateway::ApiKey").values()
         }
-        (authorizer,) = t.of_type("AWS::ApiGateway::Authorizer").values()
-        self.authorizer_ttl = int(authorizer["Properties"].get("AuthorizerResultTtlInSeconds", 300))
+        ((self.authorizer_id, authorizer),) = t.of_type("AWS::ApiGateway::Authorizer").items()
+        props = authorizer["Properties"]
+        self.authorizer_ttl = int(props.get("AuthorizerResultTtlInSeconds", 300))
+        self.authorizer_type = props.get("Type")
+        source = str(props.get("IdentitySource", ""))
+        self.identity_header = source.removeprefix("method.request.header.")
+        uri = str(t.resolve(props["AuthorizerUri"]))
+        self.authorizer = self.functions(_function_in_uri(uri))
+        self.permissions = [
+            t.resolve(v["Properties"]) for v in t.of_type("AWS::Lambda::Permission").values()
+        ]
+
+    def permitted(self, function_arn: str, source_arn: str) -> bool:
+        """Whether a resource policy statement lets API Gateway invoke the function for
+        this source ARN (the ``AWS::Lambda::Permission`` resources)."""
+        return any(
+            p.get("Principal") == "apigateway.amazonaws.com"
+            and p.get("Action") == "lambda:InvokeFunction"
+            and p.get("FunctionName") == function_arn
+            and fnmatch.fnmatchcase(source_arn, str(p.get("SourceArn", "*")))
+            for p in self.permissions
+        )
 
     # ------------------------------------------------------------------ routing
 
@@ -153,9 +174,21 @@ class Gateway:
         all_headers = dict(headers or {})
         if token is not None:
             all_headers["Authorization"] = token
+        integration = props.get("Integration", {})
+        if integration.get("Type") != "AWS_PROXY":
+            return self.gateway_response("INTEGRATION_FAILURE", request_id)
+        function_arn = _function_in_uri(str(self.template.resolve(integration["Uri"])))
         authorizer_context: dict[str, Any] = {}
         if props.get("AuthorizationType") == "CUSTOM":
-            decided = self._authorize(all_headers.get("Authorization"), method_arn, request_id)
+            if self.authorizer_type != "TOKEN" or props.get("AuthorizerId") != {
+                "Ref": self.authorizer_id
+            }:
+                return self.gateway_response("AUTHORIZER_CONFIGURATION_ERROR", request_id)
+            header = next(
+                (v for k, v in all_headers.items() if k.lower() == self.identity_header.lower()),
+                None,
+            )
+            decided = self._authorize(header, method_arn, request_id)
             if isinstance(decided, Answer):
                 return decided
             authorizer_context = decided
@@ -188,13 +221,20 @@ class Gateway:
             "body": text,
             "isBase64Encoded": False,
         }
+        if not self.permitted(function_arn, method_arn):  # API Gateway may not invoke it
+            return Answer(500, {}, json.dumps({"message": "Internal server error"}), "gateway")
         try:
-            answer = self.api.invoke(event)
+            answer = self.functions(function_arn).invoke(event)
         except InvocationError as err:
             if "Task timed out" in str(err.payload.get("errorMessage")):
                 return self.gateway_response("INTEGRATION_TIMEOUT", request_id)
             return self.gateway_response("INTEGRATION_FAILURE", request_id)
-        if not isinstance(answer, dict) or "statusCode" not in answer:
+        if (
+            not isinstance(answer, dict)
+            or not isinstance(answer.get("statusCode"), int)
+            or not isinstance(answer.get("body"), str | None)
+            or not isinstance(answer.get("headers") or {}, dict)
+        ):  # a malformed Lambda proxy response
             return self.gateway_response("INTEGRATION_FAILURE", request_id)
         return Answer(
             int(answer["statusCode"]),
@@ -209,6 +249,11 @@ class Gateway:
         if not header:
             return self.gateway_response("UNAUTHORIZED", request_id)
         policy = self.cache.get(header)
+        authorizer_arn = (
+            f"arn:aws:execute-api:{REGION}:{ACCOUNT}:rehearsal/authorizers/{self.authorizer_id}"
+        )
+        if policy is None and not self.permitted(self.authorizer.invoked_arn, authorizer_arn):
+            return self.gateway_response("AUTHORIZER_CONFIGURATION_ERROR", request_id)
         if policy is None:
             try:
                 policy = self.authorizer.invoke(
@@ -218,7 +263,15 @@ class Gateway:
                 if err.payload.get("errorMessage") == "Unauthorized":
                     return self.gateway_response("UNAUTHORIZED", request_id)
                 return self.gateway_response("AUTHORIZER_FAILURE", request_id)
-            if not isinstance(policy, dict) or "policyDocument" not in policy:
+            context = policy.get("context") if isinstance(policy, dict) else None
+            if (
+                not isinstance(policy, dict)
+                or "policyDocument" not in policy
+                or not policy.get("principalId")
+                or not all(
+                    isinstance(v, str | int | float | bool) for v in (context or {}).values()
+                )
+            ):  # API Gateway takes only primitive context values
                 return self.gateway_response("AUTHORIZER_CONFIGURATION_ERROR", request_id)
             if self.authorizer_ttl:
                 self.cache[header] = policy
@@ -227,6 +280,11 @@ class Gateway:
         context = dict(policy.get("context") or {})
         context["principalId"] = policy.get("principalId")
         return {"context_out": context, "usageIdentifierKey": policy.get("usageIdentifierKey")}
+
+
+def _function_in_uri(uri: str) -> str:
+    """The function ARN inside a Lambda integration or authorizer URI."""
+    return uri.split("/functions/", 1)[1].removesuffix("/invocations")
 
 
 def allows(document: dict[str, Any], method_arn: str) -> bool:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import select
 import subprocess
 import sys
 import threading
@@ -17,6 +18,8 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tests.rehearsal.template import ACCOUNT, REGION
 
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 #: What the Lambda Python runtime provides beside the standard library.
@@ -66,6 +69,10 @@ class FunctionProcess:
     invocations: int = 0
 
     @property
+    def invoked_arn(self) -> str:
+        return f"arn:aws:lambda:{REGION}:{ACCOUNT}:function:{self.function_name}"
+
+    @property
     def calls_file(self) -> Path:
         return self.workdir / f"{self.name}.calls.jsonl"
 
@@ -79,8 +86,8 @@ class FunctionProcess:
             "PATH": "/usr/bin:/bin",
             "LANG": "C.UTF-8",
             "TZ": "UTC",
-            "AWS_REGION": "us-east-1",
-            "AWS_DEFAULT_REGION": "us-east-1",
+            "AWS_REGION": REGION,
+            "AWS_DEFAULT_REGION": REGION,
             "AWS_LAMBDA_FUNCTION_NAME": self.function_name,
             "AWS_LAMBDA_FUNCTION_MEMORY_SIZE": str(self.memory_mb),
             "AWS_LAMBDA_FUNCTION_VERSION": "$LATEST",
@@ -118,6 +125,17 @@ class FunctionProcess:
             }
             self._process.stdin.write((json.dumps(request) + "\n").encode())
             self._process.stdin.flush()
+            ready, _, _ = select.select([self._answers], [], [], self.timeout_s)
+            if not ready:  # Lambda stops the invocation at its timeout
+                self._process.kill()
+                self._process.wait()
+                self._process = None
+                raise InvocationError(
+                    {
+                        "errorType": "Sandbox.Timedout",
+                        "errorMessage": f"Task timed out after {self.timeout_s:.2f} seconds",
+                    }
+                )
             line = self._answers.readline()
             if not line:  # the process died mid-invocation
                 self._process.wait()
@@ -185,7 +203,16 @@ class Runtime:
     task_log: list[tuple[str, str]] = field(default_factory=list)
 
     def by_function_name(self, name_or_arn: str) -> FunctionProcess:
-        name = name_or_arn.rsplit(":function:", 1)[-1].split(":")[0]
+        """The function a name or ARN names, exactly: its region, account and no
+        qualifier (or ``$LATEST``); anything else is Lambda's ResourceNotFound."""
+        name = name_or_arn
+        if name_or_arn.startswith("arn:"):
+            parts = name_or_arn.split(":")
+            if parts[3] != REGION or parts[4] != ACCOUNT or len(parts) not in (7, 8):
+                raise KeyError(name_or_arn)
+            if len(parts) == 8 and parts[7] != "$LATEST":
+                raise KeyError(name_or_arn)
+            name = parts[6]
         for process in self.functions.values():
             if process.function_name == name:
                 return process

@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 ACCOUNT = "123456789012"
-REGION = "us-east-1"
+#: Not us-east-1, the runtime's default: a function told no region would miss every table.
+REGION = "eu-central-1"
 ROOT = Path(__file__).resolve().parents[2]
 TWINS = ROOT / "build" / "rehearsal" / "twins"
 
@@ -66,6 +67,8 @@ class Template:
             return f"https://sqs.{REGION}.amazonaws.com/{ACCOUNT}/{self.queue_name(logical)}"
         if kind == "AWS::ApiGateway::RestApi":
             return "rehearsal"
+        if kind == "AWS::ApiGateway::Stage":
+            return str(props["StageName"])
         return logical
 
     def queue_name(self, logical: str) -> str:

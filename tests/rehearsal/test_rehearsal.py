@@ -33,7 +33,7 @@ from tests.rehearsal.conftest import TENANTS, issuer_of
 from tests.rehearsal.gateway import MAX_PAYLOAD, Answer, Gateway
 from tests.rehearsal.iam import Judge, report
 from tests.rehearsal.runtime import Fault
-from tests.rehearsal.template import ROOT
+from tests.rehearsal.template import ACCOUNT, REGION, ROOT
 from tests.rehearsal.world import FUNCTIONS, World
 from tests.support.issuer import Issuer
 
@@ -107,16 +107,28 @@ def test_every_function_builds_its_settings_from_the_template(
     world: World, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Each function's environment exactly as the template gives it (text, intrinsics
-    resolved), read by the runtime's own Settings."""
+    resolved), read by the runtime's own Settings: every MEMVAULT_ variable names a
+    setting (a misspelt one would be ignored silently), and each setting reads the
+    template's value, not its default (the rehearsal's region is not the default's)."""
     for name in FUNCTIONS:
         process = world.function(name)
+        given = {k: v for k, v in process.environment.items() if k.startswith("MEMVAULT_")}
         for key in [k for k in os.environ if k.startswith("MEMVAULT_")]:
             monkeypatch.delenv(key)
-        for key, value in process.environment.items():
-            if key.startswith("MEMVAULT_"):
-                monkeypatch.setenv(key, value)
+        for key, value in given.items():
+            monkeypatch.setenv(key, value)
         settings = Settings()
-        assert settings.table_prefix, name
+        dumped = settings.model_dump(mode="json")
+        for key, value in given.items():
+            field = key.removeprefix("MEMVAULT_").lower()
+            assert field in Settings.model_fields, (name, key)
+            try:
+                expected = json.loads(value)
+            except ValueError:
+                expected = value
+            read = dumped[field]
+            assert read == expected or str(read) == value, (name, key)
+        assert settings.aws_region == REGION, name
 
 
 def test_no_concurrency_is_reserved_beyond_a_new_accounts_quota(world: World) -> None:
@@ -196,6 +208,23 @@ def scenario(world: World, owner: Client) -> dict[str, Any]:
     ids["manifest"] = o.ok("POST", f"/v1/subjects/{s}/context", context)["manifest"]
     ids["recall_id"] = ids["recall"]["recall_id"]
     ids["export"] = o.ok("GET", f"/v1/subjects/{s}/export")
+    # The direct-invocation function, as the SDK's Lambda transport calls it.
+    direct = world.function("direct").invoke(
+        {
+            "operation": "memory.write",
+            "token": o.token.removeprefix("Bearer "),
+            "params": {"subject_id": s},
+            "body": {
+                "request_id": "direct-1",
+                "kind": "procedural",
+                "canonical_key": "direct-fact",
+                "content": "Restarts the build agent before a release",
+                "source": {"type": "tool_result", "ref": "direct"},
+                "consent": True,
+            },
+        }
+    )
+    ids["direct"] = direct
     gone = o.memory("Lives near the old harbour")
     ids["deletion"] = o.ok("DELETE", f"/v1/subjects/{s}/memories/{gone}", status=202)
     ids["deletion_id"] = ids["deletion"]["deletion_id"]
@@ -212,6 +241,7 @@ def test_the_scenario_runs_on_the_deployed_functions(
         h["memory"]["memory_id"] == scenario["memory_id"] for h in scenario["recall"]["items"]
     ), scenario["recall"]
     assert scenario["upload"] == 200
+    assert scenario["direct"]["statusCode"] == 201, scenario["direct"]
     assert scenario["job"]["status"] == "COMPLETED", scenario["job"]
     assert {c["status"] for c in scenario["job"]["copies"]} <= DONE
     assert not world.dead_letters
@@ -306,7 +336,7 @@ def test_the_authorizers_cached_policy_serves_every_route(
         "DELETE/v1/subjects/u-1/memories",
         "POST/v1/subjects/u-2/recall",
     ):
-        arn = f"arn:aws:execute-api:us-east-1:123456789012:rehearsal/prod/{route}"
+        arn = f"arn:aws:execute-api:{REGION}:{ACCOUNT}:rehearsal/prod/{route}"
         assert allows(policy["policyDocument"], arn), route
 
 
@@ -390,9 +420,7 @@ def test_the_judge_refuses_what_a_role_does_not_grant(world: World) -> None:
             {
                 "service": "stepfunctions",
                 "operation": "StartExecution",
-                "params": {
-                    "stateMachineArn": "arn:aws:states:us-east-1:123456789012:stateMachine:x"
-                },
+                "params": {"stateMachineArn": f"arn:aws:states:{REGION}:{ACCOUNT}:stateMachine:x"},
                 "access_key": "k",
             }
         ],

@@ -111,13 +111,20 @@ class World:
         return self.function("sweeper").invoke(event)
 
     def drain_stream(self) -> int:
-        """Send what the memory table's stream holds to the indexer, in batches as the
-        event source mapping does: partial batch failures retried from the first failed
-        record, at most MaximumRetryAttempts times, then the batch to the failure queue."""
+        """Send what the memory table's stream holds to the function its event source
+        mapping names, as the mapping does: nothing while it is disabled, records its
+        filters drop skipped, batches of BatchSize; with ReportBatchItemFailures a partial
+        failure is retried from the first failed record (without it, a returned answer
+        is the whole batch's success), at most MaximumRetryAttempts times, then the
+        batch's range goes to the on-failure destination."""
         (mapping,) = self.template.of_type("AWS::Lambda::EventSourceMapping").values()
-        props = mapping["Properties"]
+        props = self.template.resolve(mapping["Properties"])
+        if props.get("Enabled", True) in (False, "false"):
+            return 0
+        target = self.runtime.by_function_name(str(props["FunctionName"]))
+        partial = "ReportBatchItemFailures" in props.get("FunctionResponseTypes", [])
         streams = self.client("dynamodbstreams")
-        arn = self.template.resolve(props["EventSourceArn"])
+        arn = props["EventSourceArn"]
         sent = 0
         for shard in streams.describe_stream(StreamArn=arn)["StreamDescription"]["Shards"]:
             shard_id = shard["ShardId"]
@@ -128,31 +135,46 @@ class World:
                 **(
                     {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER", "SequenceNumber": after}
                     if after
-                    else {"ShardIteratorType": "TRIM_HORIZON"}
+                    else {"ShardIteratorType": str(props.get("StartingPosition", "LATEST"))}
                 ),
             )["ShardIterator"]
             records = streams.get_records(ShardIterator=iterator)["Records"]
-            for start in range(0, len(records), int(props["BatchSize"])):
-                batch = records[start : start + int(props["BatchSize"])]
-                sent += self._deliver(batch, arn, int(props["MaximumRetryAttempts"]))
-                self.stream_position[shard_id] = batch[-1]["dynamodb"]["SequenceNumber"]
+            kept = [r for r in records if _passes(r, props.get("FilterCriteria"))]
+            for start in range(0, len(kept), int(props["BatchSize"])):
+                batch = kept[start : start + int(props["BatchSize"])]
+                sent += self._deliver(
+                    target, batch, arn, int(props["MaximumRetryAttempts"]), partial, props
+                )
+            if records:
+                self.stream_position[shard_id] = records[-1]["dynamodb"]["SequenceNumber"]
         return sent
 
-    def _deliver(self, batch: list[dict[str, Any]], arn: str, retries: int) -> int:
+    def _deliver(
+        self,
+        target: FunctionProcess,
+        batch: list[dict[str, Any]],
+        arn: str,
+        retries: int,
+        partial: bool,
+        props: dict[str, Any],
+    ) -> int:
         records = [{**json.loads(json.dumps(r, default=str)), "eventSourceARN": arn} for r in batch]
         for _ in range(retries + 1):
             try:
-                answer = self.function("indexer").invoke({"Records": records})
+                answer = target.invoke({"Records": records})
             except InvocationError:  # the whole batch failed: retried as is
                 continue
             failures = [f["itemIdentifier"] for f in (answer or {}).get("batchItemFailures", [])]
-            if not failures:
+            if not failures or not partial:
                 return len(batch)
             first = next(
                 i for i, r in enumerate(records) if r["dynamodb"]["SequenceNumber"] in failures
             )
             records = records[first:]
-        self.dead_letters.append({"first": records[0]["dynamodb"]["SequenceNumber"]})
+        destination = props.get("DestinationConfig", {}).get("OnFailure", {}).get("Destination")
+        self.dead_letters.append(
+            {"first": records[0]["dynamodb"]["SequenceNumber"], "destination": destination}
+        )
         return len(batch) - len(records)
 
     def wait_for_executions(self, timeout: float = 120.0) -> list[dict[str, Any]]:
@@ -173,6 +195,29 @@ class World:
         self.runtime.stop()
         self.search.stop()
         self.bedrock.stop()
+
+
+def _passes(record: dict[str, Any], criteria: Any) -> bool:
+    """Lambda's event filtering, for the patterns this stack could use: a record passes
+    when any filter's pattern matches it (only key equality and presence are modelled;
+    a pattern the rehearsal cannot read fails closed)."""
+    if not criteria or not criteria.get("Filters"):
+        return True
+    for item in criteria["Filters"]:
+        pattern = json.loads(item["Pattern"])
+        if _matches(json.loads(json.dumps(record, default=str)), pattern):
+            return True
+    return False
+
+
+def _matches(value: Any, pattern: Any) -> bool:
+    if isinstance(pattern, dict):
+        return isinstance(value, dict) and all(
+            k in value and _matches(value[k], v) for k, v in pattern.items()
+        )
+    if isinstance(pattern, list):
+        return any(p == value for p in pattern if not isinstance(p, dict))
+    return bool(pattern == value)
 
 
 # ---------------------------------------------------------------- stand-up
@@ -226,7 +271,7 @@ def stand_up(template: Template, endpoint: str) -> None:
     for logical, resource in template.of_type("AWS::S3::Bucket").items():
         props = template.resolve(resource.get("Properties", {}))
         name = template.physical(logical)
-        s3.create_bucket(Bucket=name)
+        s3.create_bucket(Bucket=name, CreateBucketConfiguration={"LocationConstraint": REGION})
         if props.get("VersioningConfiguration"):
             s3.put_bucket_versioning(
                 Bucket=name, VersioningConfiguration=props["VersioningConfiguration"]
@@ -350,6 +395,10 @@ def moto_server(runtime_ref: list[Runtime], world_ref: list[World]) -> Iterator[
     ) -> bytes:
         try:
             payload, errored = runtime_ref[0].lambda_invoke(function_name, body)
+        except KeyError:
+            raise lambda_errors.LambdaClientError(
+                "ResourceNotFoundException", f"Function not found: {function_name}"
+            ) from None
         except Throttled:
             raise lambda_errors.LambdaClientError(
                 "TooManyRequestsException", "Rate exceeded"
