@@ -32,6 +32,21 @@ TARGETS = (
     ("uniqueness", "duplicate memories or versions (one request id, one expected version)"),
     ("inputs", "answers of 500, or answers off the OpenAPI document, to any input"),
 )
+#: The secret-detection corpus, both parts (``tests/unit/test_secret_corpus.py``): the
+#: tuning part the detector was tuned on, and the held-out part written independently.
+_SECRET_CORPUS_TARGETS = tuple(
+    (f"secret-corpus-{part}-{what}-{lang}", f"{label}, {part_name}, {lang_name}", key, must)
+    for part, part_name, recall_must in (
+        ("tuning", "tuning corpus", ">= 0.99"),
+        ("heldout", "held-out corpus", ">= 0.97"),
+    )
+    for what, label, key, must in (
+        ("recall", "secret recall", "recall", recall_must),
+        ("false-positives", "secret false positives on look-alikes", "rate", "<= 0.02"),
+    )
+    for lang, lang_name in (("en", "English"), ("zh", "Chinese"), ("structured", "run state"))
+    if not (what == "false-positives" and lang == "structured")
+)
 CATEGORY_TITLES = {
     "isolation": "Isolation: who may read or change what",
     "deletion": "Deletion: nothing comes back",
@@ -135,6 +150,7 @@ def _targets(rows: list[dict[str, Any]], mutation: dict[str, Any] | None) -> lis
         ("benign-secret-false-positives-zh", "secret false positives on benign prose, Chinese",
          "rate", "<= 0.02"),
         ("pii-detection-all", "personal-data recall", "recall", ">= 0.95"),
+        *_SECRET_CORPUS_TARGETS,
     ):  # fmt: skip
         r = by_name.get(name)
         if r is None:

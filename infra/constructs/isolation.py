@@ -66,11 +66,12 @@ class Isolation(Construct):
             )
         sweeper = next(f for f in functions if f.node.id == "SweeperFunction")
         # The sweeper works across tenants by design: it only removes uploads never
-        # committed, and reads nothing but their keys.
+        # committed, and the bytes that arrive through a deleted artifact's unexpired
+        # upload URL (it reads that artifact's record, then removes it once no URL lives).
         sweeper.add_to_role_policy(
             iam.PolicyStatement(
                 sid="FindStagedUploads",
-                actions=["dynamodb:Scan", "dynamodb:DeleteItem"],
+                actions=["dynamodb:Scan", "dynamodb:GetItem", "dynamodb:DeleteItem"],
                 resources=[tables["artifacts"].table_arn],
             )
         )

@@ -10,10 +10,13 @@ from typing import Any
 
 from werkzeug.wrappers import Request, Response
 
+from memvault.api.app import body_too_large
 from memvault.api.events import LocalLambdaContext, proxy_event
 from memvault.api.routes.health import PUBLIC_PATHS
+from memvault.config import get_settings
 from memvault.errors import MemvaultError, PayloadTooLarge, Unauthorized
 from memvault.identity.tokens import TokenVerifier, bearer_token
+from memvault_local.bodies import BodyTooLarge, read_bounded
 
 #: API Gateway's own payload limit; the handler enforces memvault's smaller one.
 GATEWAY_MAX_BODY = 10 * 1024 * 1024
@@ -48,7 +51,16 @@ class ApiGatewayAdapter:
                 claims = self.verifier.verify(bearer_token(request.headers.get("Authorization")))
             except Unauthorized as err:
                 return _error(err, {"WWW-Authenticate": "Bearer"})
-        body = request.get_data(as_text=True) or None
+        # The handler refuses a body over max_body_bytes; reading more of one would only
+        # hold it in memory. Counted as it is read: a chunked body declares no length.
+        limit = min(GATEWAY_MAX_BODY, get_settings().max_body_bytes)
+        if (request.content_length or 0) > limit:
+            return _error(body_too_large(limit))
+        try:
+            raw = read_bounded(request.stream, limit)
+        except BodyTooLarge:
+            return _error(body_too_large(limit))
+        body = raw.decode("utf-8", "replace") or None
         event = proxy_event(
             request.method,
             request.path,

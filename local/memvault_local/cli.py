@@ -196,6 +196,8 @@ def cmd_recall_trace(args: argparse.Namespace) -> int:
         print(f"  index {body['index_version']}  timings {body['timings']}")
         for d in body["dropped"]:
             print(f"  dropped {d['memory_id'] or '(withheld)'}: {d['reason']}")
+        if body.get("dropped_withheld"):
+            print(f"  dropped {body['dropped_withheld']} you may not read (withheld)")
         for r in body["returned"]:
             print(f"  #{r['rank']} {r['memory_id']} v{r['version']}")
 

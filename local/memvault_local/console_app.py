@@ -31,6 +31,7 @@ from werkzeug.wrappers import Request, Response
 
 from memvault.models.access import Scope
 from memvault.observability import logger
+from memvault_local.bodies import BodyTooLarge, read_bounded
 from memvault_local.devkeys import DevKey
 
 #: The page's files, shipped inside the package (``memvault_local/console/``).
@@ -52,7 +53,8 @@ SECURITY_HEADERS = {
     "Cache-Control": "no-store",
 }
 
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$")
+#: Matched whole (``fullmatch``: ``$`` alone lets a trailing line break through).
+_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.:@+-]*")
 _SENSITIVITIES = ("public", "internal", "pii")
 TOKEN_TTL = 3600
 MAX_BODY = 4096
@@ -131,17 +133,29 @@ class ConsoleApp:
             return _error(403, "forbidden", "the dev sign-in answers loopback requests only")
         if request.mimetype != "application/json":
             return _error(415, "unsupported_media_type", "send the sign-in as application/json")
+        too_large = _error(413, "payload_too_large", f"the sign-in is at most {MAX_BODY} bytes")
         if (request.content_length or 0) > MAX_BODY:
-            return _error(413, "payload_too_large", f"the sign-in is at most {MAX_BODY} bytes")
+            return too_large
         try:
-            body = json.loads(request.get_data(as_text=True))
-        except ValueError:
-            return _error(422, "validation_failed", "the body is not JSON", {"loc": ["body"]})
+            # Counted as it is read: a chunked body declares no length to check first.
+            raw = read_bounded(request.stream, MAX_BODY)
+        except BodyTooLarge:
+            return too_large
+        try:
+            body = json.loads(raw.decode("utf-8", "replace"))
+        except (ValueError, RecursionError):  # Python's parser recurses into nesting
+            return _error(
+                422,
+                "validation_failed",
+                "the body is not JSON, or nests too deeply",
+                {"loc": ["body"]},
+            )
         if not isinstance(body, dict):
             return _error(422, "validation_failed", "the body must be an object", {"loc": ["body"]})
         key = body.get("key")
+        # surrogatepass: a lone surrogate (valid JSON, no UTF-8) is a wrong key, not an error.
         if not isinstance(key, str) or not hmac.compare_digest(
-            key.encode(), self.sign_in_key.encode()
+            key.encode("utf-8", "surrogatepass"), self.sign_in_key.encode()
         ):
             return _error(
                 403,
@@ -176,11 +190,11 @@ def _problems(body: dict[str, Any]) -> list[dict[str, Any]]:
     for extra in sorted(set(body) - allowed):
         problems.append({"loc": ["body", extra], "msg": "unknown field"})
     tenant = body.get("tenant")
-    if not isinstance(tenant, str) or not 1 <= len(tenant) <= 64 or not _NAME.match(tenant):
+    if not isinstance(tenant, str) or not 1 <= len(tenant) <= 64 or not _NAME.fullmatch(tenant):
         problems.append({"loc": ["body", "tenant"], "msg": "a tenant id: letters, digits, _.:@+-"})
     subject = body.get("subject")
     if subject not in (None, "") and (
-        not isinstance(subject, str) or len(subject) > 128 or not _NAME.match(subject)
+        not isinstance(subject, str) or len(subject) > 128 or not _NAME.fullmatch(subject)
     ):
         problems.append(
             {"loc": ["body", "subject"], "msg": "a subject id: letters, digits, _.:@+-"}

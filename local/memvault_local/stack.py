@@ -46,6 +46,7 @@ from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
+from memvault_local.bodies import GuardedServer
 from memvault_local.console_app import ConsoleApp
 from memvault_local.devkeys import DevKey, data_home
 from memvault_local.embed_worker import WorkerEmbedder
@@ -255,8 +256,10 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     sign_in_key = secrets.token_urlsafe(24) if _is_loopback(options.host) else None
     mounts: dict[str, Any] = {"/console": ConsoleApp(key, sign_in_key)}
     if local.objects is not None:
-        mounts["/_objects"] = ObjectsApp(local.objects)
-    app = DispatcherMiddleware(app, mounts)
+        mounts["/_objects"] = ObjectsApp(local.objects, local.uploads)
+    # Every body bounded while it is read and drained in small pieces, chunked or not,
+    # and no error page other than the API's envelope (``bodies``).
+    app = GuardedServer(DispatcherMiddleware(app, mounts))
     # Threads: requests are served concurrently; the store's transactions keep them apart.
     api = make_server(options.host, options.port, app, threaded=True, request_handler=_QuietHandler)
     (home / "run.json").write_text(json.dumps({"pid": os.getpid(), "url": url}))
@@ -316,6 +319,8 @@ class _Local:
     settings: Settings
     backend: str
     objects: Any = None
+    #: Whether an upload URL's artifact still takes bytes (the artifact service).
+    uploads: Any = None
     closers: list[Callable[[], None]] = field(default_factory=list)
 
     def close(self) -> None:
@@ -334,6 +339,7 @@ def _on_embedded_store(home: Path, url: str) -> _Local:
         settings,
         f"embedded: {database.path} (SQLite, WAL), objects encrypted beside it",
         objects=stores.objects,
+        uploads=services.artifacts,
     )
     local.closers.append(database.close)
     stop = threading.Event()

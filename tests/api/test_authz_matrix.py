@@ -25,9 +25,12 @@ GET, the victim re-read by the owner afterwards unchanged. Each row's owner requ
 sent last and must succeed and show the victim's markers: that proves each refusal is the
 authorization's (not a malformed request's) and that the marker check can see a leak.
 
-Sessions, runs and artifacts carry no visibility list, and runs and deletion jobs no
-sensitivity (API.md: ``visibility`` is a memory's; ``max_sensitivity`` is what a caller may
-read): those cells are listed as not applicable, with the reason, and are not sent.
+Sessions, runs and artifacts carry no visibility list, and deletion jobs no sensitivity
+(API.md: ``visibility`` is a memory's; ``max_sensitivity`` is what a caller may read):
+those cells are listed as not applicable, with the reason, and are not sent. A run's
+content is ``internal`` (``pii`` with personal data): a ``public`` token is answered the
+run's control state without it, may not replace it, and may still record operations and
+deliver events (they replace none of it).
 """
 
 from __future__ import annotations
@@ -163,10 +166,12 @@ class Deny:
 class Allow:
     """Answered, but with nothing of the victim: the caller acts in its own tenant, or a
     listing leaves out what the caller may not read. ``grows``: the request adds to the
-    victim (an append) without changing what was there."""
+    victim (an append) without changing what was there. ``drives``: the request moves the
+    victim on by its rules (a run's operation or event) without showing any of it."""
 
     status: int
     grows: bool = False
+    drives: bool = False
 
 
 @dataclass(frozen=True)
@@ -189,7 +194,6 @@ def deny(*statuses: int, code: str | None = None) -> Deny:
 FORBIDDEN, NOT_FOUND, UNAUTHORIZED = deny(403), deny(404), deny(401)
 NOT_WRITABLE = deny(409, code="fact_not_writable")
 NO_VISIBILITY = NotApplicable("sessions, runs and artifacts carry no visibility list")
-NO_SENSITIVITY = NotApplicable("runs carry no sensitivity")
 #: Run ids are unique per subject: another subject's token means its own (absent) run, 404,
 #: or, naming the owner in the query parameter ``subject_id``, is refused, 403.
 OTHER_SUBJECTS_RUN = deny(403, 404)
@@ -325,7 +329,7 @@ SEEN_CONTEXT = ("memory_secret", "session_secret", "summary_secret", "run_secret
 OWN = Allow  # answered in the caller's own tenant, or as a listing without the victim
 #: Forgetting, ending a session, replacing a summary: any refusal will do.
 REFUSED = deny(403, 404, 409)
-NF, FB, NA_V, NA_S = NOT_FOUND, FORBIDDEN, NO_VISIBILITY, NO_SENSITIVITY
+NF, FB, NA_V = NOT_FOUND, FORBIDDEN, NO_VISIBILITY
 
 PROBES: tuple[Probe, ...] = (
     # long-term memory        victim  owner  other-tenant, other-subject, ceiling, role
@@ -365,23 +369,23 @@ PROBES: tuple[Probe, ...] = (
           body=lambda v, _: {"content": "Replaced", "from_seq": 1, "through_seq": 1},
           looks="session"),
     Probe("DELETE", SESSION, "session", 200, (NF, FB, REFUSED, NA_V), looks="session"),
-    # runs
-    Probe("PUT", RUN, "world", 200, (OWN(201), Indistinct(), NA_S, NA_V),
+    # runs: a public token sees a run's control state, never its (internal) content
+    Probe("PUT", RUN, "world", 200, (OWN(201), Indistinct(), OWN(200), NA_V),
           body=_same_run, looks="run", sees=("run_secret",)),
-    Probe("GET", RUN, "world", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
+    Probe("GET", RUN, "world", 200, (NF, OTHER_SUBJECTS_RUN, OWN(200), NA_V),
           sees=("run_secret",)),
     Probe("GET", f"{RUN}/versions/{{version}}", "world", 200,
-          (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V), sees=("run_secret",)),
-    Probe("POST", f"{RUN}/checkpoints", "run", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
+          (NF, OTHER_SUBJECTS_RUN, OWN(200), NA_V), sees=("run_secret",)),
+    Probe("POST", f"{RUN}/checkpoints", "run", 200, (NF, OTHER_SUBJECTS_RUN, FB, NA_V),
           body=lambda v, _: {"expected_version": 1, "status": "RUNNING", "step": "hijacked"},
           looks="run"),
     Probe("PUT", f"{RUN}/operations/{{operation_id}}", "run", 200,
-          (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
+          (NF, OTHER_SUBJECTS_RUN, OWN(200, drives=True), NA_V),
           body=lambda v, _: {"status": "COMMITTED", "result_ref": "forged"}, looks="run"),
-    Probe("POST", f"{RUN}/events", "run", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
-          body=_cancel, looks="run"),
-    Probe("GET", f"{RUN}/events", "world", 200, (NF, OTHER_SUBJECTS_RUN, NA_S, NA_V),
-          sees=("run_event_id",)),
+    Probe("POST", f"{RUN}/events", "run", 200,
+          (NF, OTHER_SUBJECTS_RUN, OWN(200, drives=True), NA_V), body=_cancel, looks="run"),
+    Probe("GET", f"{RUN}/events", "world", 200,
+          (NF, OTHER_SUBJECTS_RUN, OWN(200), NA_V), sees=("run_event_id",)),
     # working memory (the other tenant's request names a run that tenant does not hold)
     Probe("POST", CONTEXT, "world", 200, (NF, FB, OWN(200), OWN(200)),
           body=_replay("context_body"), sees=SEEN_CONTEXT),
@@ -400,13 +404,15 @@ PROBES: tuple[Probe, ...] = (
 # -------------------------------------------------------------------------------- lab
 
 #: Who must never see a resource of each kind: a memory is hidden from every attacker
-#: here (the victim is internal and visible to planner only); sessions and artifacts have
-#: a sensitivity but no visibility list; runs have neither.
+#: here (the victim is internal and visible to planner only); sessions, artifacts and a
+#: run's content have a sensitivity but no visibility list; a run's event receipts hold
+#: ids only (the run's control state), which its subject's tokens may read.
 HIDDEN_FROM = {
     "memory": frozenset(ATTACKERS),
     "session": frozenset(ATTACKERS) - {"other-role"},
     "artifact": frozenset(ATTACKERS) - {"other-role"},
-    "run": frozenset(ATTACKERS) - {"other-role", "lower-ceiling"},
+    "run": frozenset(ATTACKERS) - {"other-role"},
+    "run-event": frozenset(ATTACKERS) - {"other-role", "lower-ceiling"},
 }
 
 
@@ -477,7 +483,9 @@ class Lab:
         base = f"/v1/subjects/{owner.subject}/sessions/{sid}"
         for i, (role, text) in enumerate((("user", f"Meet at {said}"), ("assistant", "Noted"))):
             message = {"request_id": f"{sid}-{i}", "role": role, "content": text}
-            self.ok("POST", f"{base}/messages", owner, message, 201)
+            # The user's words come with the subject's own token (no agent role).
+            writer = replace(owner, role=None) if role == "user" else owner
+            self.ok("POST", f"{base}/messages", writer, message, 201)
         summary = {"content": f"They meet at {summed}", "from_seq": 1, "through_seq": 2}
         self.ok("PUT", f"{base}/summary", owner, summary, 200)
         return {"session_id": sid, "session_secret": said, "summary_secret": summed}
@@ -536,7 +544,7 @@ class Lab:
         self.ok("POST", f"{run}/checkpoints", o, advance, 200)
         self.ok("PUT", f"{run}/operations/op-1", o, {"status": "PENDING"}, 200)
         # An event that changes nothing: its receipt is what the events listing shows.
-        ids["run_event_id"] = self.marker("run")
+        ids["run_event_id"] = self.marker("run-event")
         event = {"event_id": ids["run_event_id"], "type": "note.added", "payload": {"n": 1}}
         self.ok("POST", f"{run}/events", o, event, 200)
         self.rig.sync()  # recall and context search the index
@@ -654,7 +662,8 @@ class Lab:
             if after != before:
                 v.dirty = True
                 grown = isinstance(expect, Allow) and expect.grows and _grew(before, after)
-                if not grown:
+                driven = isinstance(expect, Allow) and expect.drives
+                if not (grown or driven):
                     problems.append(f"changed the victim's {looks}")
         return Outcome(label, kind, answer.status, problems)
 

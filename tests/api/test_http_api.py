@@ -96,6 +96,19 @@ def test_list_export_and_forget() -> None:
     assert call("GET", BASE, claims()).body["items"] == []
 
 
+def test_the_export_says_what_it_does_not_hold() -> None:
+    """The export holds the subject's long-term memories the reader may read; what else is
+    held about the subject (sessions, runs, artifacts, recall traces and feedback) is not
+    in it, and the answer says so, with the route that reads each by id."""
+    call("POST", BASE, claims(), memory_body())
+    body = call("GET", "/v1/subjects/u-1/export", claims()).body
+    assert len(body["memories"]) == 1
+    gaps = {gap["what"]: gap for gap in body["not_included"]}
+    assert set(gaps) == {"sessions", "runs", "artifacts", "recall_traces", "feedback"}
+    for gap in gaps.values():
+        assert gap["why"] and gap["read_with"].startswith(("GET /v1/", "POST /v1/"))
+
+
 def test_another_tenants_memory_is_404_not_403() -> None:
     mine = call("POST", BASE, claims("acme"), memory_body()).body
     for method in ("GET", "DELETE"):

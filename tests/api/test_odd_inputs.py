@@ -105,3 +105,94 @@ def test_run_state_beyond_the_stores_number_range_is_a_422(api: Any) -> None:
     advance = {"expected_version": 1, "status": "RUNNING", "step": "s", "state": {"x": [1e300]}}
     answer = _send("POST", "/v1/runs/r-3/checkpoints", json.dumps(advance))
     assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+
+
+#: Characters that make an id look like another, or end a line where none is seen: C0
+#: and C1 controls, bidirectional overrides, isolates and marks, zero-width and BOM
+#: format characters, line separators, a lone surrogate.
+INVISIBLE = {
+    "bell": "\x07",
+    "escape": "\x1b",
+    "next line": "\x85",
+    "right-to-left override": "\u202e",
+    "left-to-right embedding": "\u202a",
+    "first strong isolate": "\u2068",
+    "right-to-left mark": "\u200f",
+    "zero width space": "\u200b",
+    "byte order mark": "\ufeff",
+    "line separator": "\u2028",
+    "lone surrogate": "\ud800",
+}
+EVERY_SCOPE = "memory:read memory:write memory:delete sessions:write runs:write artifacts:write"
+ARTIFACT = {
+    "media_type": "text/plain",
+    "size_bytes": 3,
+    "sha256": "a" * 64,
+}
+
+
+def _refused(who: Claims, method: str, path: str, body: Any, query: Any = None) -> Answer:
+    text = json.dumps(body) if body is not None else None
+    return invoke(proxy_event(method, path, claims=who, body=text, query=query))
+
+
+def _memory(**fields: Any) -> tuple[str, str, Any]:
+    return "POST", MEMORIES, memory_body(**fields)
+
+
+def _message(session: str = "s-1", request_id: str = "m-1") -> tuple[str, str, Any]:
+    body = {"request_id": request_id, "role": "user", "content": "hi"}
+    return "POST", f"/v1/subjects/u-1/sessions/{session}/messages", body
+
+
+RUN = {"subject_id": "u-1", "plan_version": "p"}
+ID_FIELDS = {
+    "memory request_id": ("body.request_id", lambda c: _memory(request_id=f"r{c}1")),
+    "canonical_key": ("body.canonical_key", lambda c: _memory(canonical_key=f"k{c}y")),
+    "tag": ("body.tags.0", lambda c: _memory(tags=[f"t{c}g"])),
+    "scope value": ("body.scope.workspace", lambda c: _memory(scope={"workspace": c})),
+    "memory artifact_id": ("body.artifact_id", lambda c: _memory(artifact_id=f"art{c}")),
+    "source ref": (
+        "body.source.ref",
+        lambda c: _memory(source={"type": "tool_result", "ref": f"m{c}"}),
+    ),
+    "canonical_key filter": (
+        "query.canonical_key",
+        lambda c: ("GET", MEMORIES, None, {"canonical_key": f"k{c}"}),
+    ),
+    "tag filter": ("query.tag", lambda c: ("GET", MEMORIES, None, {"tag": f"t{c}"})),
+    "subject in the path": (
+        "path.subject_id",
+        lambda c: ("POST", f"/v1/subjects/u{c}1/memories", memory_body()),
+    ),
+    "session in the path": ("path.session_id", lambda c: _message(session=f"s{c}1")),
+    "message request_id": ("body.request_id", lambda c: _message(request_id=f"m{c}1")),
+    "run in the path": ("path.run_id", lambda c: ("PUT", f"/v1/runs/r{c}1", RUN)),
+    "run subject_id": (
+        "body.subject_id",
+        lambda c: ("PUT", "/v1/runs/r-1", {**RUN, "subject_id": f"u{c}"}),
+    ),
+    "event_id": (
+        "body.event_id",
+        lambda c: ("POST", "/v1/runs/r-1/events", {"event_id": f"e{c}", "type": "x.y"}),
+    ),
+    "artifact request_id": (
+        "body.request_id",
+        lambda c: ("POST", "/v1/subjects/u-1/artifacts", {"request_id": f"a{c}", **ARTIFACT}),
+    ),
+}
+
+
+@pytest.mark.parametrize(("where", "build"), ID_FIELDS.values(), ids=ID_FIELDS.keys())
+def test_control_and_bidirectional_characters_in_ids_and_tags_are_a_422_naming_the_field(
+    api: Any, where: str, build: Any
+) -> None:
+    who = Claims.parse(
+        {"tenant_id": "acme", "sub": "client-1", "subject_id": "u-1", "scope": EVERY_SCOPE}
+    )
+    for name, char in INVISIBLE.items():
+        answer = _refused(who, *build(char))
+        assert (answer.status, answer.code) == (422, "validation_failed"), (name, answer.body)
+        locations = [e["location"] for e in answer.body["error"]["details"]["errors"]]
+        assert where in locations, (name, locations)
+        assert char not in json.dumps(answer.body, ensure_ascii=False), name

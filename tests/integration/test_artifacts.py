@@ -212,6 +212,34 @@ def test_deleting_removes_every_object_version(artifacts: ArtifactService) -> No
         artifacts.get(me(), "u-1", staged.artifact_id)
 
 
+def test_a_presigned_put_after_the_delete_leaves_nothing_behind(
+    artifacts: ArtifactService, clock: FakeClock
+) -> None:
+    """A presigned PUT cannot be revoked: a client still holding one writes the declared
+    bytes again after the artifact's deletion job is COMPLETED. The deleted row stays,
+    served to no one, until the last URL issued for it expired; every sweep until then
+    removes what arrived under its key, and the last one runs when no URL can write."""
+    staged = start(artifacts)
+    put(staged.upload, DATA)
+    artifacts.commit(me(), "u-1", staged.artifact_id)
+    assert artifacts.delete(me(), "u-1", staged.artifact_id).status.value == "COMPLETED"
+
+    def versions() -> list[Any]:
+        listing = artifacts.objects.s3.list_object_versions(Bucket="test-artifacts")
+        return list(listing.get("Versions", []))
+
+    assert put(staged.upload, DATA) == 200 and len(versions()) == 1  # S3 takes it
+    clock.advance(seconds=60)
+    artifacts.sweep_staged()
+    assert versions() == []
+    with pytest.raises(NotFound):
+        artifacts.get(me(), "u-1", staged.artifact_id)
+    clock.advance(seconds=artifacts.settings.upload_url_seconds + 301)
+    artifacts.sweep_staged()
+    assert artifacts.store.artifact("acme", "u-1", staged.artifact_id) is None
+    assert versions() == []
+
+
 def test_an_orphaned_staged_upload_is_swept(artifacts: ArtifactService, clock: FakeClock) -> None:
     staged = start(artifacts)
     put(staged.upload, DATA)  # uploaded, never committed

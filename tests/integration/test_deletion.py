@@ -9,7 +9,7 @@ import pytest
 
 from memvault.errors import NotFound
 from memvault.models.access import Scope
-from memvault.models.memory import CopyState, DeletionJob, DeletionState
+from memvault.models.memory import CopyState, DeletionJob, DeletionState, Sensitivity
 from memvault.services.deletion import PurgeRunner, StepResult
 from memvault.services.memory import MemoryService
 from memvault.storage import keys
@@ -65,6 +65,30 @@ def test_deleting_twice_is_one_deletion(service: MemoryService) -> None:
     first = service.delete(ctx(), "u-1", m.memory_id)
     again = service.delete(ctx(), "u-1", m.memory_id)
     assert again.deletion_id == first.deletion_id
+
+
+def test_a_deleted_memory_is_as_absent_as_an_unknown_one_to_anyone_but_its_deleter(
+    service: MemoryService,
+) -> None:
+    """Deleting again answers the same deletion to whoever asked for it; to another caller
+    a deleted id is 404 exactly like an id never used (before, a 202 with the job told a
+    caller who may not read the memory that it had existed)."""
+    owner = ctx(max_sensitivity=Sensitivity.PII)
+    m = service.write(owner, "u-1", a_write(sensitivity="pii")).memory
+    first = service.delete(owner, "u-1", m.memory_id)
+    unknown_id = "mem_" + "0" * 32
+    for stranger in (
+        ctx(agent_role="writer", principal="agent-writer"),  # may not read it
+        ctx(agent_role="reader", principal="agent-r", max_sensitivity=Sensitivity.PII),
+    ):
+        with pytest.raises(NotFound) as deleted:
+            service.delete(stranger, "u-1", m.memory_id)
+        with pytest.raises(NotFound) as unknown:
+            service.delete(stranger, "u-1", unknown_id)
+        assert deleted.value.message == unknown.value.message
+        assert deleted.value.details == {"memory_id": m.memory_id}
+        assert unknown.value.details == {"memory_id": unknown_id}
+    assert service.delete(owner, "u-1", m.memory_id).deletion_id == first.deletion_id
 
 
 def test_after_delete_the_key_starts_a_new_fact(service: MemoryService) -> None:

@@ -91,7 +91,7 @@ def runner_with(rig: RecallRig, copy: str, times: int) -> PurgeRunner:
 
 
 def test_the_pipeline_runs_every_step_in_order_and_tombstones_the_index(rig: RecallRig) -> None:
-    m = write(rig, "Lin's locker code is 1234")
+    m = write(rig, "Lin keeps her bicycle in locker 12")
     rig.sync()
     deferred(rig)
     job = rig.services.memory.delete(ctx(), "u-1", m.memory_id)

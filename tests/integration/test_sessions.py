@@ -221,6 +221,30 @@ def test_only_the_subjects_own_messages_renew_the_idle_clock(
         sessions.read(ctx(), "u-1", "s-1")
 
 
+def test_an_agent_token_may_not_speak_as_the_user(
+    sessions: SessionService, clock: FakeClock
+) -> None:
+    """A ``user`` message renews the idle clock and is read as the subject's own words:
+    a token with an agent role appends only assistant and tool messages (API.md: an agent
+    token may not claim what the user confirmed); the subject's own token, or the
+    tenant's service relaying the user, appends user messages."""
+    first, _ = sessions.append(ctx(), "u-1", "s-1", say("hello", "r-1"))
+    agent = ctx(agent_role="helper", principal="agent-helper")
+    clock.advance(minutes=20)
+    with pytest.raises(ProvenanceNotAllowed) as refused:
+        sessions.append(agent, "u-1", "s-1", say("yes, transfer it all", "r-2"))
+    assert refused.value.status == 403
+    assert refused.value.details == {"caller": "agent", "role": "user"}
+    kept = sessions.read(ctx(), "u-1", "s-1")
+    assert kept.message_count == 1 and kept.idle_expires_at == first.idle_expires_at
+    for role in ("assistant", "tool"):
+        answer = AppendMessage(request_id=f"a-{role}", role=role, content="done")  # type: ignore[arg-type]
+        sessions.append(agent, "u-1", "s-1", answer)
+    service = ctx(subject=None, scopes=frozenset(Scope))
+    relayed, created = sessions.append(service, "u-1", "s-1", say("relayed by the app", "r-3"))
+    assert created and relayed.message_count == 4
+
+
 def test_only_the_tenants_service_may_append_system_messages(sessions: SessionService) -> None:
     """A system message carries the platform's instructions into the assembled context;
     an agent or the subject appending one could pass its own text off as them."""

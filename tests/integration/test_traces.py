@@ -274,6 +274,40 @@ def test_a_live_memorys_trace_shows_only_the_versions_the_reader_may_read(
     assert {e.memory_id for e in full.events} == {first.memory_id, second.memory_id}
 
 
+def test_a_readers_own_recall_trace_gives_no_reason_for_a_fact_it_may_not_read(
+    rig: RecallRig,
+) -> None:
+    """Recalling a canonical key proposes the fact that holds it, readable or not; a
+    drop the reader may not know about is counted, never named or explained: "ceiling"
+    or "visibility" would tell it that a hidden fact holds that key."""
+    owner = ctx(max_sensitivity=Sensitivity.PII, agent_role="payments")
+    for key, extra in (
+        ("home-address", {"sensitivity": "pii", "content": "Lives at 12 Elm Street"}),
+        ("payroll-bank", {"visibility": ["payments"], "content": "Salary goes to Bank A"}),
+    ):
+        rig.services.memory.write(
+            owner,
+            "u-1",
+            a_write(request_id=key, canonical_key=key, scope={}, **extra),
+        )
+    rig.sync()
+    reader = ctx()  # internal ceiling, no agent role
+    served = rig.services.recall.recall(
+        reader, "u-1", RecallRequest(query="home-address payroll-bank")
+    )
+    assert served.items == [] and served.recall_id
+
+    trace = rig.services.traces.recall_trace(reader, served.recall_id)
+
+    assert trace.dropped == [] and trace.dropped_withheld == 2
+    shown = trace.model_dump_json()
+    assert '"ceiling"' not in shown and '"visibility"' not in shown
+    # A reader who may read both facts sees every drop with its reason.
+    full = rig.services.traces.recall_trace(owner, served.recall_id)
+    assert {d.reason for d in full.dropped} == {"ceiling", "visibility"}
+    assert full.dropped_withheld == 0
+
+
 def test_prompted_by_and_feedback_refuse_another_subjects_or_tenants_ids(rig: RecallRig) -> None:
     m = write(rig, "Reads science fiction")
     rig.sync()

@@ -17,10 +17,11 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from memvault.client import AsyncMemvaultClient, MemvaultClient, VersionConflict
+from memvault.client import AsyncMemvaultClient, ConsentRequired, MemvaultClient, VersionConflict
 from memvault.langgraph import CheckpointConflict, MemvaultSaver
+from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack
-from tests.langgraph_adapters.conftest import mint
+from tests.langgraph_adapters.conftest import SCOPES, TENANT, mint
 
 
 @pytest.fixture
@@ -228,3 +229,30 @@ def test_a_graph_interrupted_and_resumed_across_two_savers(
 
     done = asyncio.run(resume())
     assert done["log"] == ["planned", "approved:yes", "acted"]
+
+
+def test_personal_data_in_what_the_saver_stores_as_text_needs_the_savers_consent(
+    stack: RunningStack, client: MemvaultClient, subject: str
+) -> None:
+    """Run state is under the write policy: a namespace kept in the thread's registry as
+    text (here one naming the user by email) is personal data, stored only when the saver
+    conveys the subject's consent (``consent=True`` sends ``consent: true`` with each
+    checkpoint), and then read back whole only by a token that may read personal data."""
+    thread = f"t-{uuid.uuid4().hex}"
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread, "checkpoint_ns": "inbox:alice@example.com"}
+    }
+    with pytest.raises(ConsentRequired):
+        MemvaultSaver(subject_id=subject, client=client).put(
+            config, _checkpoint(n=0), {"source": "input", "step": -1}, {}
+        )
+    token = DevKey.load_or_create(stack.home).mint(
+        tenant=TENANT, subject=subject, scope=SCOPES, max_sensitivity="pii"
+    )
+    with MemvaultClient(stack.url, token=token) as mv:
+        saver = MemvaultSaver(subject_id=subject, client=mv, consent=True)
+        first = saver.put(config, _checkpoint(n=1), {"source": "input", "step": -1}, {})
+        second = saver.put(first, _checkpoint(n=2), {"source": "loop", "step": 0}, {})
+        head = saver.get_tuple(config)
+    assert head is not None and head.checkpoint["channel_values"] == {"n": 2}
+    assert head.config["configurable"]["checkpoint_id"] == second["configurable"]["checkpoint_id"]

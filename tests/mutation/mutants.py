@@ -454,8 +454,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="secret-scan-reads-raw-text",
         path="layers/memvault/policy/secrets.py",
-        original="        for line in normalise(text).splitlines() or [text]:\n",
-        replacement="        for line in text.splitlines() or [text]:\n",
+        original="    clean = normalise(text)\n",
+        replacement="    clean = text\n",
         kill=(
             f"{SECRET_PATTERNS}::test_a_credential_the_probe_stored_is_found"
             "[AKIA\\u200bIOSFODNN7EXAMPLF]",
@@ -465,7 +465,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="run-state-is-not-scanned",
         path="layers/memvault/services/runs.py",
-        original='                *text_fields(body.state or {}, "state"),\n',
+        original='                *structured_fields(body.state or {}, "state"),\n',
         replacement="",
         kill=(
             f"{SECRETS_EVERYWHERE}::test_a_checkpoint_carrying_a_credential_is_refused"
@@ -609,28 +609,25 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="forgotten-run-read-before-its-purge",
         path="layers/memvault/services/runs.py",
-        original="        if head is not None and covered_by(\n",
-        replacement="        if False and covered_by(\n",
+        original="        if forgets.covers(cp.subject_epoch, cp.created_at):\n",
+        replacement="        if False:\n",
         kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]", f"{WINDOW}::{FORGET_WINDOW}[dynamodb]"),
         description="a forgotten subject's run state is served until the purge runs",
     ),
     Mutant(
         id="forgotten-artifact-read-before-its-purge",
         path="layers/memvault/services/artifacts.py",
-        original="            or covered_by(record.created_at, "
-        "self.jobs.forgotten_at(ctx.tenant_id, subject_id))\n",
+        original="            or self._forgotten(record)\n",
         replacement="",
         kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]", f"{WINDOW}::{FORGET_WINDOW}[dynamodb]"),
         description="a forgotten subject's artifact (and a download URL) is served until "
         "the purge runs",
     ),
     Mutant(
-        id="run-made-after-a-forget-stamped-inside-it",
+        id="run-made-after-a-forget-under-the-retired-epoch",
         path="layers/memvault/services/runs.py",
-        original="        now = made_after_forget(\n"
-        "            self.clock.now(), self.forgets.forgotten_at(ctx.tenant_id, body.subject_id)\n"
-        "        )\n",
-        replacement="        now = self.clock.now()\n",
+        original="            subject_epoch=forgets.epoch,\n",
+        replacement="            subject_epoch=forgets.epoch - 1,\n",
         kill=(f"{WINDOW}::{FORGET_WINDOW}[sqlite]",),
         description="a run created right after a forget counts as the forget's and is lost",
     ),
@@ -649,11 +646,11 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="sqlite-purge-takes-sessions-begun-after-the-forget",
         path="layers/memvault/storage/sqlite/sessions.py",
-        original='    "AND created_at > ?"\n',
-        replacement='    "AND created_at > ? AND 0"\n',
+        original='    "ELSE subject_epoch > ? END"\n',
+        replacement='    "ELSE subject_epoch > ? AND 0 END"\n',
         kill=(
-            f"{SESSIONS_PORT}::test_a_forget_takes_the_sessions_begun_by_its_time_whole_and_"
-            "leaves_later_ones[sqlite]",
+            f"{SESSIONS_PORT}::test_a_forget_takes_the_sessions_of_its_retired_epoch_whatever_"
+            "their_time[sqlite]",
             f"{WINDOW}::{FORGET_WINDOW}[sqlite]",
         ),
         description="a forget's purge deletes sessions the subject began after it",
@@ -661,8 +658,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="sqlite-reference-to-a-forgotten-artifact",
         path="layers/memvault/storage/sqlite/artifacts.py",
-        original='    if made_after is not None and row["created_at"] <= iso(made_after):',
-        replacement="    if False:",
+        original='        mine = made_after is None or row["created_at"] > iso(made_after)',
+        replacement="        mine = True",
         kill=(
             "tests/storage/test_artifacts_port.py"
             "::test_a_reference_to_an_artifact_made_by_the_last_forget_is_refused[sqlite]",
@@ -743,6 +740,56 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="a chain read by id answers with whatever chain now holds its fact and "
         "generation's slot",
+    ),
+    Mutant(
+        id="sqlite-session-append-ignores-the-epoch",
+        path="layers/memvault/storage/sqlite/sessions.py",
+        original="            if epoch_moved(conn, new.tenant_id, new.subject_id, "
+        "new.subject_epoch):\n",
+        replacement="            if False:\n",
+        kill=(
+            f"{SESSIONS_PORT}::test_an_append_commits_only_under_the_epoch_it_was_decided_under"
+            "[sqlite]",
+            "tests/integration/test_forget_race.py"
+            "::test_a_new_session_racing_a_forget_is_either_refused_or_kept_whole[sqlite]",
+        ),
+        description="a session begun before a forget, written after its purge, survives it",
+    ),
+    Mutant(
+        id="run-content-above-the-ceiling-shown",
+        path="layers/memvault/services/runs.py",
+        original="    hidden = _unreadable(ctx, cp)\n",
+        replacement="    hidden: list[str] = []\n",
+        kill=(
+            "tests/integration/test_run_personal_data.py"
+            "::test_a_reader_sees_only_the_run_state_its_ceiling_admits[sqlite]",
+        ),
+        description="a public-ceiling token reads a run's personal state back whole",
+    ),
+    Mutant(
+        id="run-personal-data-without-consent",
+        path="layers/memvault/services/runs.py",
+        original="    if found and not consent:\n",
+        replacement="    if False:\n",
+        kill=(
+            "tests/integration/test_run_personal_data.py"
+            "::test_personal_data_in_run_state_needs_consent_and_nothing_is_kept_without_it"
+            "[sqlite]",
+        ),
+        description="a checkpoint holding an SSN, an email and a phone number is kept "
+        "without consent",
+    ),
+    Mutant(
+        id="recall-trace-explains-hidden-drops",
+        path="layers/memvault/models/trace.py",
+        original='            shown = [d for d in data["dropped"] if d["memory_id"] in readable]\n',
+        replacement='            shown = list(data["dropped"])\n',
+        kill=(
+            "tests/integration/test_traces.py"
+            "::test_a_readers_own_recall_trace_gives_no_reason_for_a_fact_it_may_not_read[sqlite]",
+        ),
+        description="a reader's recall trace says a hidden fact holds the key it recalled "
+        "(dropped for ceiling or visibility)",
     ),
 )
 

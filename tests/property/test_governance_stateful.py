@@ -1349,6 +1349,8 @@ class Governance(RuleBasedStateMachine):
             return self.expect(answer, 403, what, "forbidden")
         if role == "system" and who.kind != "reviewer":
             return self.expect(answer, 403, what, "provenance_not_allowed")
+        if role == "user" and who.kind == "agent":  # an agent never speaks as the user
+            return self.expect(answer, 403, what, "provenance_not_allowed")
         if SECRET in text:
             return self.expect(answer, 422, what, "secret_detected")
         pii = "@example.com" in text

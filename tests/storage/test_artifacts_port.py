@@ -25,11 +25,13 @@ from memvault.models.memory import Sensitivity
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb import artifacts as dynamo_artifacts
 from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.sqlite import artifacts as sqlite_artifacts
 from memvault.storage.sqlite.artifacts import SqliteArtifactStore
 from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
 from tests.support.harness import SerializedClient
@@ -66,10 +68,18 @@ def _dynamo_rig() -> Rig:
         sha256: str | None,
         fail: bool,
         made_after: datetime | None = None,
+        made_under: int | None = None,
     ) -> bool:
         items = [
             dynamo_artifacts.add_reference(
-                names["artifacts"], tenant, subject, artifact_id, ref, sha256, made_after
+                names["artifacts"],
+                tenant,
+                subject,
+                artifact_id,
+                ref,
+                sha256,
+                made_after,
+                made_under,
             ),
             {  # the caller's own write: a record that must not exist yet
                 "Put": {
@@ -104,11 +114,12 @@ def _sqlite_rig(path: Path) -> tuple[Rig, Database]:
         sha256: str | None,
         fail: bool,
         made_after: datetime | None = None,
+        made_under: int | None = None,
     ) -> bool:
         try:
             with db.write() as conn:
                 if not sqlite_artifacts.add_reference(
-                    conn, tenant, subject, artifact_id, ref, sha256, made_after
+                    conn, tenant, subject, artifact_id, ref, sha256, made_after, made_under
                 ):
                     raise CallerFailed
                 if fail:
@@ -345,6 +356,23 @@ def test_marking_deleted_happens_once(rig: Rig) -> None:
     assert rig.store.artifact("acme", "u-1", "art_x") is None  # no stub row was made
 
 
+def test_a_delete_and_a_forget_record_when_the_upload_window_closed(rig: Rig) -> None:
+    """A deleted row keeps when its upload window closed (``staged_until``): the service
+    keeps the row, and purges what arrives under its key, until every upload URL issued
+    by then has expired."""
+    stage(rig, "art_1", staged_until=epoch(NOW + timedelta(days=1)))
+    rig.store.mark_deleted("acme", "u-1", "art_1", at=NOW)
+    found = rig.store.artifact("acme", "u-1", "art_1")
+    assert found is not None and found.staged_until == epoch(NOW)
+    committed(rig, "art_2")
+    stage(rig, "art_3", request_id="req-3", staged_until=epoch(NOW + timedelta(days=1)))
+    later = NOW + timedelta(minutes=5)
+    rig.store.forget_subject("acme", "u-1", later)
+    for artifact_id in ("art_2", "art_3"):
+        found = rig.store.artifact("acme", "u-1", artifact_id)
+        assert found is not None and found.staged_until == epoch(later), artifact_id
+
+
 def test_the_last_release_of_a_committed_artifact_deletes_it(rig: Rig) -> None:
     committed(rig)
     rig.store.add_reference("acme", "u-1", "art_1", "memory:c1")
@@ -488,6 +516,36 @@ def test_a_reference_to_an_artifact_made_by_the_last_forget_is_refused(rig: Rig)
     )
     assert first is not None and first.referenced_by == frozenset()
     assert second is not None and second.referenced_by == {"memory:c2"}
+
+
+def _forget(rig: Rig, retired: int) -> None:
+    """Move u-1's epoch past ``retired``, as a forget does (the memory store keeps it)."""
+    db: Any = rig.store.db  # type: ignore[attr-defined]
+    memory: Any = DynamoMemoryStore(db) if rig.kind == "dynamodb" else SqliteMemoryStore(db)
+    memory.raise_epoch("acme", "u-1", retired, "del-1", NOW)
+
+
+def test_an_artifact_is_staged_and_referenced_under_its_epoch_and_purged_by_it(
+    rig: Rig,
+) -> None:
+    """Staging is conditioned on the subject's epoch (after a forget: ``EPOCH``, nothing
+    written); a reference counts only on an artifact of the referencing record's epoch;
+    the purge takes the artifacts of the retired epoch whatever their clocks said."""
+    committed(rig, "art_1", created_at=NOW + timedelta(seconds=5), subject_epoch=0)
+    _forget(rig, 0)  # the forget at NOW
+    assert causes(lambda: stage(rig, "art_2", subject_epoch=0)) == {Conflict.EPOCH}
+    assert rig.store.artifact("acme", "u-1", "art_2") is None
+    later = NOW - timedelta(seconds=5)  # a clock behind the forget's
+    committed(rig, "art_3", request_id="req-3", created_at=later, subject_epoch=1)
+
+    early = NOW - timedelta(seconds=10)
+    assert not rig.add_in_transaction(
+        "acme", "u-1", "art_1", "memory:c1", None, False, early, made_under=1
+    )
+    assert rig.add_in_transaction("acme", "u-1", "art_3", "memory:c3", None, False, NOW, 1)
+    assert rig.store.forget_subject("acme", "u-1", NOW, retired_epoch=0) == ["art_1"]
+    assert state(rig, "art_1") is ArtifactState.DELETED
+    assert state(rig, "art_3") is ArtifactState.COMMITTED
 
 
 # ----------------------------------------------------------------------------- concurrency

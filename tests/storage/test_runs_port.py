@@ -29,19 +29,23 @@ from moto import mock_aws
 from memvault.clock import iso
 from memvault.models.run import ArtifactRef, Checkpoint, Operation, OperationStatus, RunStatus
 from memvault.storage.dynamo import Dynamo, from_item, key, to_item
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.runs import DynamoRunStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import ForgetState
 from memvault.storage.ports.runs import (
     Advancement,
     ArtifactsNotCommitted,
     EventReceipt,
     RunStore,
+    SubjectEpoch,
     run_reference,
 )
 from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.runs import SqliteRunStore
 from memvault.storage.sqlite.schema import MIGRATIONS
-from memvault.storage.tables import ARTIFACTS, RUNS, create_tables, physical_name
+from memvault.storage.tables import ARTIFACTS, MEMORY, RUNS, create_tables, physical_name
 from memvault_local.sweeper import TtlSweeper
 from tests.support.harness import SerializedClient
 
@@ -71,8 +75,9 @@ class Backend:
 def _dynamodb() -> Iterator[Backend]:
     with mock_aws():
         client = SerializedClient(boto3.client("dynamodb", region_name="us-east-1"))
-        create_tables(client, PREFIX, (RUNS, ARTIFACTS))
-        names = {s.name: physical_name(s, PREFIX) for s in (RUNS, ARTIFACTS)}
+        # The memory table holds the subject epochs every run write is conditioned on.
+        create_tables(client, PREFIX, (RUNS, ARTIFACTS, MEMORY))
+        names = {s.name: physical_name(s, PREFIX) for s in (RUNS, ARTIFACTS, MEMORY)}
         db = Dynamo(client, names)
 
         def commit_artifact(
@@ -126,9 +131,11 @@ def _fake_reference_artifact(
     ref: str,
     sha: str | None,
     made_after: datetime | None,
+    made_under: int | None = None,
 ) -> bool:
     """Stand-in for the artifact store's hook: counts a reference on a committed artifact
-    with that digest, made after ``made_after`` when given, in the caller's transaction."""
+    with that digest, made after ``made_after`` when given, in the caller's transaction
+    (its artifacts carry no epoch: ``made_under`` never applies)."""
     found = conn.execute(
         "SELECT 1 FROM fake_artifacts WHERE tenant_id = ? AND subject_id = ? "
         "AND artifact_id = ? AND state = 'COMMITTED' AND sha256 = ? AND created_at > ?",
@@ -728,6 +735,53 @@ def test_a_forget_leaves_the_runs_created_after_it(backend: Backend) -> None:
     assert store.forget_subject("acme", "u-1", NOW + timedelta(milliseconds=1)).runs == 1
 
 
+def _forget(store: RunStore, retired: int) -> None:
+    """Move u-1's epoch past ``retired``, as a forget does (the memory store keeps it)."""
+    db: Any = store.db  # type: ignore[attr-defined]
+    memory: Any = (
+        DynamoMemoryStore(db) if isinstance(store, DynamoRunStore) else SqliteMemoryStore(db)
+    )
+    memory.raise_epoch("acme", "u-1", retired, "del-1", NOW)
+
+
+def test_every_write_of_a_run_commits_only_under_its_epoch_and_the_purge_goes_by_it(
+    backend: Backend,
+) -> None:
+    """A run's writes are conditioned on its subject's epoch: after a forget each one is
+    refused (``EPOCH``), nothing written. The purge takes the runs of the retired epoch
+    whatever their clocks said, and leaves those of the next one."""
+    store = backend.store
+    under = checkpoint("run-old", created_at=NOW + timedelta(seconds=5)).model_copy(
+        update={"subject_epoch": 0}
+    )
+    store.create("acme", under, "fp")
+    _forget(store, 0)
+
+    later = under.model_copy(update={"version": 2, "status": RunStatus.RUNNING})
+    step = Advancement(checkpoint=later, expected_version=1)
+    assert Conflict.EPOCH in refused(lambda: store.advance("acme", step))
+    gone_epoch = SubjectEpoch("u-1", 0)
+    assert Conflict.EPOCH in refused(
+        lambda: store.put_operation(
+            "acme", "run-old", operation(OperationStatus.PENDING), expected=None, epoch=gone_epoch
+        )
+    )
+    assert Conflict.EPOCH in refused(
+        lambda: store.record_event("acme", "run-old", receipt(), at_version=1, epoch=gone_epoch)
+    )
+    stale = checkpoint("run-late").model_copy(update={"subject_epoch": 0})
+    assert Conflict.EPOCH in refused(lambda: store.create("acme", stale, "fp"))
+    fresh = checkpoint("run-new", created_at=NOW - timedelta(seconds=5))
+    store.create("acme", fresh.model_copy(update={"subject_epoch": 1}), "fp")
+
+    gone = store.forget_subject("acme", "u-1", NOW, retired_epoch=0)
+
+    assert (gone.runs, gone.records) == (1, 2)  # run-old: head and version 1
+    assert store.head("acme", "run-old", now=NOW) is None
+    assert store.head("acme", "run-late", now=NOW) is None
+    assert store.head("acme", "run-new", now=NOW) is not None
+
+
 def test_an_advance_may_not_name_an_artifact_made_by_the_last_forget(backend: Backend) -> None:
     store = backend.store
     created(store)
@@ -780,6 +834,9 @@ def _race(n: int, fn: Callable[[int], None]) -> list[object]:
 class NeverForgotten:
     def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
         return None
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState:
+        return ForgetState(epoch=0, forgotten_at=None)
 
 
 def test_the_run_service_keeps_its_rules_on_either_store(backend: Backend) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
+from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
@@ -26,11 +27,14 @@ from memvault.models.session import AppendMessage, PutSummary, Role
 from memvault.services.deletion import SessionsStep
 from memvault.services.sessions import SessionService
 from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.sessions import DynamoSessionStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import ForgetState
 from memvault.storage.ports.sessions import NewMessage, SessionStore, StoredSummary
 from memvault.storage.sqlite import sessions as sqlite_sessions
 from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.sqlite.sessions import SqliteSessionStore
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
@@ -339,6 +343,60 @@ def test_a_forget_takes_the_sessions_begun_by_its_time_whole_and_leaves_later_on
     assert store.forget_subject("acme", "u-1", T0 + timedelta(milliseconds=1)) == 4
 
 
+def forget(store: SessionStore, tenant: str, subject: str, retired: int) -> None:
+    """Move the subject's epoch past ``retired``, as a forget does (the memory store keeps
+    it, in the same database or account as the sessions)."""
+    memory: Any = (
+        DynamoMemoryStore(store.db)
+        if isinstance(store, DynamoSessionStore)
+        else SqliteMemoryStore(store.db)  # type: ignore[attr-defined]
+    )
+    memory.raise_epoch(tenant, subject, retired, "del-1", T0)
+
+
+def test_an_append_commits_only_under_the_epoch_it_was_decided_under(
+    store: SessionStore,
+) -> None:
+    """Every write of a session is conditioned on its subject's epoch: a forget that lands
+    between the service's decision and the write refuses it, with nothing written."""
+    store.append(replace(new(1), subject_epoch=0))
+    assert store.head(*KEY) is not None and store.head(*KEY).subject_epoch == 0  # type: ignore[union-attr]
+    forget(store, "acme", "u-1", 0)
+
+    assert Conflict.EPOCH in refused(lambda: store.append(replace(new(2), subject_epoch=0)))
+    assert Conflict.EPOCH in refused(
+        lambda: store.append(replace(new(1, key=("acme", "u-1", "s-2")), subject_epoch=0))
+    )
+    assert Conflict.EPOCH in refused(lambda: store.put_summary(*KEY, summary(), subject_epoch=0))
+    assert store.head(*KEY).last_seq == 1  # type: ignore[union-attr]
+    assert store.head("acme", "u-1", "s-2") is None
+    snap = store.snapshot(*KEY, now=T0, recent=5)
+    assert snap is not None and snap.summary is None
+    # Under the new epoch the subject writes again; another subject is untouched.
+    store.append(replace(new(1, key=("acme", "u-1", "s-3")), subject_epoch=1))
+    store.append(replace(new(1, key=("acme", "u-2", "s-1")), subject_epoch=0))
+
+
+def test_a_forget_takes_the_sessions_of_its_retired_epoch_whatever_their_time(
+    store: SessionStore,
+) -> None:
+    """The purge goes by epoch, not by clock: a session begun under the retired epoch goes
+    even when its clock stamped it after the forget, and one begun under the next epoch
+    stays even when stamped before it (clocks of two machines disagree)."""
+    ahead, behind = ("acme", "u-1", "s-ahead"), ("acme", "u-1", "s-behind")
+    legacy = ("acme", "u-1", "s-legacy")  # begun before sessions carried their epoch
+    store.append(new(1, key=legacy, at=T0 - timedelta(seconds=1)))
+    store.append(replace(new(1, key=ahead, at=T0 + timedelta(seconds=5)), subject_epoch=0))
+    forget(store, "acme", "u-1", 0)  # the forget at T0
+    store.append(replace(new(1, key=behind, at=T0 - timedelta(seconds=5)), subject_epoch=1))
+
+    # Each session: its head, its message and its receipt.
+    assert store.forget_subject("acme", "u-1", T0, retired_epoch=0) == 3 + 3
+
+    assert store.head(*ahead) is None and store.head(*legacy) is None
+    assert store.head(*behind) is not None
+
+
 def test_another_tenant_never_sees_or_touches_a_session(store: SessionStore) -> None:
     acme, globex = ("acme", "u-1", "s-1"), ("globex", "u-1", "s-1")
     fill(store, 2, acme)
@@ -467,6 +525,9 @@ def test_one_request_id_sent_by_many_threads_stores_one_message(store: SessionSt
 class NeverForgotten:
     def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
         return None
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState:
+        return ForgetState(epoch=0, forgotten_at=None)
 
 
 def test_the_service_keeps_its_rules_on_either_store(store: SessionStore) -> None:

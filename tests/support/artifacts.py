@@ -41,6 +41,7 @@ def put(artifacts: ArtifactService, url: str, data: bytes, headers: dict[str, st
         from memvault_local.objects_app import ObjectsApp
 
         path = url.removeprefix(artifacts.objects.base_url)
-        answer = Client(ObjectsApp(artifacts.objects)).put(path, data=data, headers=headers)
+        served = ObjectsApp(artifacts.objects, artifacts)  # as the local stack mounts it
+        answer = Client(served).put(path, data=data, headers=headers)
         return int(answer.status_code)
     return int(requests.put(url, data=data, headers=headers, timeout=10).status_code)

@@ -4,13 +4,14 @@ dev-token endpoint exists in the local stack only: the Lambda handler has no suc
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 from typing import Any
 
 import jwt
 import pytest
-from werkzeug.test import Client, TestResponse
+from werkzeug.test import Client, EnvironBuilder, TestResponse, run_wsgi_app
 
 from memvault.api.app import lambda_handler
 from memvault.api.events import LocalLambdaContext, proxy_event
@@ -140,3 +141,68 @@ def test_the_lambda_handler_serves_no_console_and_mints_nothing() -> None:
         out = lambda_handler(event, LocalLambdaContext())
         assert out["statusCode"] == 404, (method, path)
         assert "token" not in json.loads(out["body"])
+
+
+def _raw(text: str) -> str:
+    """A body as its JSON text, sent verbatim (``mint`` sends a str as it is)."""
+    return text
+
+
+@pytest.mark.parametrize(
+    ("body", "refused"),
+    [
+        # Python's JSON parser recurses: this used to end in a RecursionError, a 500 page.
+        ('{"key": ' + "[" * 2000 + "]" * 2000 + "}", (422, "validation_failed")),
+        ("[" * 1500 + "]" * 1500, (422, "validation_failed")),
+        # A lone surrogate cannot be encoded to compare: it used to raise, a 500 page.
+        ('{"key": "\\ud800", "tenant": "local", "scopes": ["memory:read"]}', (403, "forbidden")),
+        (
+            '{"key": "' + KEY + '", "tenant": "local\\ud800", "scopes": ["memory:read"]}',
+            (422, "validation_failed"),
+        ),
+        # A trailing line break used to pass the name check (``$`` matches before it).
+        (
+            '{"key": "' + KEY + '", "tenant": "local\\n", "scopes": ["memory:read"]}',
+            (422, "validation_failed"),
+        ),
+    ],
+    ids=["nested key", "nested body", "surrogate key", "surrogate tenant", "newline tenant"],
+)
+def test_hostile_json_is_a_4xx_error_envelope_never_a_500(
+    client: Client, body: str, refused: tuple[int, str]
+) -> None:
+    answer = mint(client, _raw(body))
+    assert answer.headers["Content-Type"] == "application/json"
+    assert error(answer) == refused
+
+
+def test_a_chunked_sign_in_is_bounded_while_it_is_read(dev_key: DevKey) -> None:
+    """No Content-Length to check first: the body is counted as it is read, and refused
+    past the limit without the rest being kept."""
+    read: list[int] = []
+
+    class Endless(io.RawIOBase):
+        def readable(self) -> bool:
+            return True
+
+        def readinto(self, buffer: Any) -> int:
+            size = min(len(buffer), 4 * 1024 * 1024 - sum(read))  # 4 MB of blanks, then its end
+            read.append(size)
+            buffer[:size] = b" " * size
+            return size
+
+    environ = EnvironBuilder(
+        "/dev-token",
+        method="POST",
+        content_type="application/json",
+        headers={"Host": "127.0.0.1:8787", "Transfer-Encoding": "chunked"},
+        environ_base={"REMOTE_ADDR": "127.0.0.1"},
+    ).get_environ()
+    # As werkzeug's server hands a chunked body over: no length, a terminated stream.
+    environ.pop("CONTENT_LENGTH", None)
+    environ["wsgi.input"] = io.BufferedReader(Endless())
+    environ["wsgi.input_terminated"] = True
+    body, status, headers = run_wsgi_app(ConsoleApp(dev_key, KEY), environ, buffered=True)
+    answer = TestResponse(body, status, headers, request=None)  # type: ignore[arg-type]
+    assert error(answer) == (413, "payload_too_large")
+    assert sum(read) < 1024 * 1024

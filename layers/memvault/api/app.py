@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import traceback
 from typing import Any
 
@@ -32,6 +33,7 @@ from memvault.errors import (
     PayloadTooLarge,
     ValidationFailed,
 )
+from memvault.models.types import invisible_char
 from memvault.observability import logger, metrics, tracer
 
 app = APIGatewayRestResolver(enable_validation=True)
@@ -100,10 +102,36 @@ def _invalid_request(err: RequestValidationError) -> Response[Any]:
 
 @app.not_found
 def _no_route(_: Exception) -> Response[Any]:
+    path = app.current_event.path
+    if invisible_char(path) is not None:
+        # No route takes such a path, but the caller is owed the field, not a 404.
+        return _invisible_in_path(path)
     return error_response(
-        NotFound(
-            "no such route; see GET /v1/openapi.json for the API", {"path": app.current_event.path}
-        )
+        NotFound("no such route; see GET /v1/openapi.json for the API", {"path": path})
+    )
+
+
+def _invisible_in_path(path: str) -> Response[Any]:
+    """A 422 naming the path parameter that holds a control, bidirectional or other
+    invisible character (``models.types.visible``): the routes' templates, each
+    parameter taking any segment, say which one it is."""
+    found = str(invisible_char(path))
+    where = "path"
+    for template in sorted({r.path for r in app._dynamic_routes}):
+        pattern = re.sub(r"<(\w+)>", r"(?P<\1>[^/]+)", re.escape(template))
+        matched = re.fullmatch(pattern + "/*", path)
+        if matched is None:
+            continue
+        names = [name for name, value in matched.groupdict().items() if found in value]
+        if names:
+            where = f"path.{names[0]}"
+            break
+    problem = (
+        "must not contain control, bidirectional or other invisible formatting characters "
+        f"(found U+{ord(found):04X})"
+    )
+    return validation_response(
+        [{"loc": tuple(where.split(".")), "msg": problem, "type": "value_error"}]
     )
 
 
@@ -223,9 +251,13 @@ def _oversize(event: dict[str, Any]) -> dict[str, Any] | None:
     limit = get_settings().max_body_bytes
     if len((event.get("body") or "").encode()) <= limit:
         return None
-    return _refusal(
-        PayloadTooLarge(f"the request body is larger than {limit} bytes", {"max_bytes": limit})
-    )
+    return _refusal(body_too_large(limit))
+
+
+def body_too_large(limit: int) -> PayloadTooLarge:
+    """The refusal of a body over ``limit`` bytes (``max_body_bytes``), wherever it is
+    counted: here, or by the local stack while it reads the body."""
+    return PayloadTooLarge(f"the request body is larger than {limit} bytes", {"max_bytes": limit})
 
 
 def parsed(response: dict[str, Any]) -> tuple[int, Any]:

@@ -82,12 +82,63 @@ class HistoryOut(BaseModel):
     versions: list[MemoryOut]
 
 
+class ExportGap(BaseModel):
+    """Something held about the subject that the export does not hold, and how to read it."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    what: str
+    why: str
+    read_with: str
+
+
+#: What the export leaves out: it holds the long-term memories (every version the
+#: reader's history would show); the rest is read by id, each route under the reader's
+#: own ceiling and visibility.
+EXPORT_GAPS: tuple[dict[str, str], ...] = (
+    dict(
+        what="sessions",
+        why="session memory is short-lived working state; no route lists a subject's sessions",
+        read_with="GET /v1/subjects/{subject_id}/sessions/{session_id}",
+    ),
+    dict(
+        what="runs",
+        why="run state (checkpoints, operations, events) is read per run; no route lists a "
+        "subject's runs",
+        read_with="GET /v1/runs/{run_id}",
+    ),
+    dict(
+        what="artifacts",
+        why="artifact metadata and bytes are read per artifact; the memories that reference "
+        "one carry its artifact_id",
+        read_with="GET /v1/subjects/{subject_id}/artifacts/{artifact_id}",
+    ),
+    dict(
+        what="recall_traces",
+        why="a recall's trace is read by its recall_id; a memory's trace names the recalls "
+        "that served it",
+        read_with="GET /v1/subjects/{subject_id}/memories/{memory_id}/trace",
+    ),
+    dict(
+        what="feedback",
+        why="feedback on recalled memories is listed apart",
+        read_with="GET /v1/subjects/{subject_id}/feedback",
+    ),
+)
+
+
 class ExportOut(BaseModel):
+    """The subject's long-term memories this reader may read; ``not_included`` says what
+    else is held about the subject and where to read it."""
+
     model_config = ConfigDict(defer_build=True)
 
     subject_id: str
     exported_at: str
     memories: list[MemoryOut]
+    not_included: list[ExportGap] = Field(
+        default_factory=lambda: [ExportGap(**gap) for gap in EXPORT_GAPS]
+    )
 
 
 class CopyEventOut(BaseModel):

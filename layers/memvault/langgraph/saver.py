@@ -154,6 +154,13 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
     is the retention of those artifacts (the tenant's default when None).
     ``writes_wait_s`` is how long ``put_writes`` waits for the put of the checkpoint its
     writes belong to before it answers :class:`CheckpointConflict`.
+
+    Run state is under memvault's write policy: personal data in what the saver keeps as
+    text (a checkpoint namespace, a channel name) is stored only with the subject's
+    consent, and is then readable only by tokens whose ``max_sensitivity`` is ``pii``.
+    ``consent=True`` conveys that consent with every checkpoint this saver writes;
+    without it such a put raises :class:`~memvault.client.ConsentRequired`. (Channel
+    values are serialized, so they are opaque to the policy.)
     """
 
     def __init__(
@@ -167,6 +174,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         inline_max_bytes: int = 24 * 1024,
         artifact_retention_days: int | None = None,
         writes_wait_s: float = _WRITES_WAIT_S,
+        consent: bool = False,
     ) -> None:
         super().__init__(serde=serde)
         if client is None and aclient is None:
@@ -178,6 +186,7 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
         self.inline_max_bytes = inline_max_bytes
         self.artifact_retention_days = artifact_retention_days
         self.writes_wait_s = writes_wait_s
+        self.consent = consent
 
     # ----------------------------------------------------------------- drivers
 
@@ -317,6 +326,8 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             "state": state,
             "artifact_refs": artifact_refs or [],
         }
+        if self.consent:
+            body["consent"] = True
         run: RunCheckpoint = yield Op(
             "advance_run", (run_id, body), {"subject_id": self.subject_id}
         )

@@ -16,7 +16,9 @@ from memvault.models.types import (
     CanonicalKey,
     Confidence,
     DeletionId,
+    ExternalId,
     MemoryId,
+    Reference,
     RequestId,
     ScopeKey,
     ScopeValue,
@@ -80,7 +82,7 @@ class Source(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     type: SourceType
-    ref: str | None = Field(default=None, min_length=1, max_length=512)
+    ref: Reference | None = None
 
 
 def _no_blank(value: str) -> str:
@@ -106,7 +108,7 @@ class MemoryWrite(BaseModel):
     ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
     confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0)
     visibility: list[AgentRole] = Field(default_factory=list, max_length=20)
-    artifact_id: str | None = Field(default=None, min_length=1, max_length=64)
+    artifact_id: ExternalId | None = Field(default=None, max_length=64)
     #: Optional compare-and-set for a canonical key: the version the caller last saw.
     expected_version: int | None = Field(default=None, ge=1)
 

@@ -9,7 +9,8 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
 
-from memvault.models.types import SubjectId, storable_number
+from memvault.models.memory import Sensitivity
+from memvault.models.types import ExternalId, SubjectId, storable_number
 
 
 class RunStatus(StrEnum):
@@ -72,11 +73,25 @@ class ArtifactRef(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    artifact_id: str = Field(min_length=1, max_length=64)
+    artifact_id: ExternalId = Field(max_length=64)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
 Budget = dict[str, float]
+
+#: A checkpoint's content: what the writer put in it, under the write policy (personal
+#: data needs consent and is classified ``pii``, the rest is ``internal``) and shown to a
+#: reader only as far as its ceiling admits. The rest (ids, status, version, times) is the
+#: run's control state, shown to every reader of the run.
+CONTENT_FIELDS = ("step", "plan_version", "budget", "pending_approvals", "state", "artifact_refs")
+#: The content fields scanned for personal data; approval ids and artifact references
+#: are identifiers, scanned for credentials only (digit runs in ids look like phone
+#: numbers), as a memory's request id is.
+PERSONAL_FIELDS = ("step", "plan_version", "budget", "state")
+_CONSENT = (
+    "the subject's consent to keep the personal data this request holds (the write is "
+    "refused with consent_required without it)"
+)
 
 
 def _storable(value: Any, depth: int = 0) -> Any:
@@ -100,6 +115,7 @@ class CreateRun(BaseModel):
     subject_id: SubjectId
     plan_version: str = Field(min_length=1, max_length=64)
     budget: Budget = Field(default_factory=dict, max_length=20)
+    consent: bool = Field(default=False, description=_CONSENT)
 
     @field_validator("budget")
     @classmethod
@@ -117,9 +133,10 @@ class Advance(BaseModel):
     step: str = Field(min_length=1, max_length=200)
     plan_version: str | None = Field(default=None, min_length=1, max_length=64)
     budget: Budget | None = Field(default=None, max_length=20)
-    pending_approvals: list[str] | None = Field(default=None, max_length=50)
+    pending_approvals: list[ExternalId] | None = Field(default=None, max_length=50)
     state: dict[str, Any] | None = None
     artifact_refs: list[ArtifactRef] | None = Field(default=None, max_length=100)
+    consent: bool = Field(default=False, description=_CONSENT)
 
     @field_validator("state", "budget")
     @classmethod
@@ -135,6 +152,7 @@ class RecordOperation(BaseModel):
     status: OperationStatus
     result_ref: str | None = Field(default=None, min_length=1, max_length=512)
     result_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
+    consent: bool = Field(default=False, description=_CONSENT)
 
 
 #: The event types with an effect on the run; any other type is recorded and changes
@@ -150,7 +168,7 @@ class RunEvent(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    event_id: str = Field(min_length=1, max_length=128)
+    event_id: ExternalId
     type: str = Field(
         min_length=1,
         max_length=128,
@@ -159,7 +177,7 @@ class RunEvent(BaseModel):
         + ", ".join(sorted(KNOWN_EVENTS))
         + " change the run, any other is recorded",
     )
-    approval_id: str | None = Field(default=None, min_length=1, max_length=128)
+    approval_id: ExternalId | None = None
     #: What came with the event: part of its identity (the same id with another payload
     #: is refused), never stored (only its hash is).
     payload: dict[str, JsonValue] | None = Field(
@@ -188,6 +206,11 @@ class Operation(BaseModel):
     result_ref: str | None
     result_sha256: str | None
     updated_at: datetime
+    #: ``pii`` when the result reference holds personal data, else ``internal``.
+    sensitivity: Sensitivity = Sensitivity.INTERNAL
+    #: Fields left out of this answer (``result_ref``) because they are above the reader's
+    #: ``max_sensitivity``.
+    withheld: list[str] = Field(default_factory=list)
 
 
 class Checkpoint(BaseModel):
@@ -206,3 +229,12 @@ class Checkpoint(BaseModel):
     created_at: datetime
     updated_at: datetime
     operations: list[Operation] = Field(default_factory=list)
+    #: The content fields that hold personal data, kept with the subject's consent:
+    #: classified ``pii``. The other content fields are ``internal``.
+    pii_fields: list[str] = Field(default_factory=list)
+    #: Content fields left out of this answer (answered empty) because they are above
+    #: the reader's ``max_sensitivity``.
+    withheld: list[str] = Field(default_factory=list)
+    #: The subject's epoch the run was created under (a forget of the subject retires
+    #: it); kept, never shown. ``None`` for a run kept before runs carried it.
+    subject_epoch: int | None = Field(default=None, exclude=True)

@@ -38,9 +38,11 @@ class FeedbackRequest(BaseModel):
 
 
 class DroppedOut(BaseModel):
+    """A candidate re-validation dropped, of a memory the reader may read now (one it may
+    not is only counted, in ``dropped_withheld``)."""
+
     model_config = ConfigDict(defer_build=True)
 
-    #: ``None`` when the reader may not read that memory now (withheld).
     chain_id: str | None
     memory_id: str | None
     reason: str
@@ -72,6 +74,10 @@ class RecallTraceOut(BaseModel):
     filters: dict[str, Any]
     candidates: dict[str, int]
     dropped: list[DroppedOut]
+    #: Dropped candidates of memories the reader may not read now: counted, never named
+    #: or explained (a reason such as ``ceiling`` would tell it that a hidden fact holds
+    #: the key or words it recalled).
+    dropped_withheld: int = 0
     below_floor: int
     returned: list[ServedOut]
     #: Returned items left out because the reader may not read them now.
@@ -88,10 +94,9 @@ class RecallTraceOut(BaseModel):
         if readable is not None:
             data["returned"] = [r for r in data["returned"] if r["memory_id"] in readable]
             data["withheld"] = len(t.returned) - len(data["returned"])
-            data["dropped"] = [
-                d if d["memory_id"] in readable else {**d, "chain_id": None, "memory_id": None}
-                for d in data["dropped"]
-            ]
+            shown = [d for d in data["dropped"] if d["memory_id"] in readable]
+            data["dropped_withheld"] = len(data["dropped"]) - len(shown)
+            data["dropped"] = shown
         return cls.model_validate(data)
 
 

@@ -3,29 +3,68 @@
 Tenant and subject ids lead every DynamoDB key (``<tenant>#<subject>``), so they may
 not contain ``#`` or ``/``: that keeps key prefixes unambiguous for IAM
 ``dynamodb:LeadingKeys`` and S3 prefixes.
+
+Ids, keys and tags a caller chooses freely (request ids, canonical keys, tags, scope
+values, references) hold no invisible characters (``visible``): no C0 or C1 control, no
+bidirectional embedding, override, isolate or mark, no zero-width or other format
+character, no line or paragraph separator, no lone surrogate. Each makes an id look like
+another, or read backwards, in a log, a console or an assembled prompt, or ends a line
+where none is seen.
 """
 
 from __future__ import annotations
 
 import math
+import unicodedata
 from typing import Annotated, Any
 
 from pydantic import AfterValidator, StringConstraints
 
 _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$"
 
+#: Unicode categories refused in ids: controls, format characters (bidirectional
+#: controls U+202A-U+202E, U+2066-U+2069, U+200E/F, zero-width U+200B-U+200D, U+FEFF),
+#: line and paragraph separators, surrogates.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+
+
+def invisible_char(value: str) -> str | None:
+    """The first character of ``value`` that may not be in an id, or ``None``."""
+    return next((ch for ch in value if unicodedata.category(ch) in INVISIBLE_CATEGORIES), None)
+
+
+def visible(value: str) -> str:
+    """``value`` if it holds no invisible character; ``ValueError`` (a 422 naming the
+    field, and the character's code point, never the value) otherwise."""
+    found = invisible_char(value)
+    if found is not None:
+        raise ValueError(
+            "must not contain control, bidirectional or other invisible formatting "
+            f"characters (found U+{ord(found):04X})"
+        )
+    return value
+
+
+_Visible = AfterValidator(visible)
+
 TenantId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_NAME)]
 SubjectId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=_NAME)]
 AgentRole = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_NAME)]
 MemoryId = Annotated[str, StringConstraints(pattern=r"^mem_[0-9a-f]{32}$")]
 DeletionId = Annotated[str, StringConstraints(pattern=r"^del_[0-9a-f]{32}$")]
-RequestId = Annotated[str, StringConstraints(min_length=1, max_length=100)]
+RequestId = Annotated[str, StringConstraints(min_length=1, max_length=100), _Visible]
 CanonicalKey = Annotated[
-    str, StringConstraints(min_length=1, max_length=100, pattern=r"^[^\s](.*[^\s])?$")
+    str,
+    StringConstraints(min_length=1, max_length=100, pattern=r"^[^\s](.*[^\s])?$"),
+    _Visible,
 ]
-Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s,]+$")]
+Tag = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[^\s,]+$"), _Visible]
 ScopeKey = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=r"^[a-z0-9_.-]+$")]
-ScopeValue = Annotated[str, StringConstraints(min_length=1, max_length=256)]
+ScopeValue = Annotated[str, StringConstraints(min_length=1, max_length=256), _Visible]
+#: A caller's id for something of its own (an artifact, an event, an approval).
+ExternalId = Annotated[str, StringConstraints(min_length=1, max_length=128), _Visible]
+#: Where something came from: a message id, a turn, a URL.
+Reference = Annotated[str, StringConstraints(min_length=1, max_length=512), _Visible]
 
 
 #: DynamoDB's number range: magnitudes from 1e-130 up to (not including) 1e126, or 0.

@@ -1,215 +1,636 @@
-"""Credential patterns that detect-secrets does not cover, or covers only in source code.
+"""Credentials written the way people and configuration files write them.
 
-detect-secrets' keyword plugin matches quoted assignments in code; a memory is prose or
-a pasted config line, so unquoted ``password: ...``, ``db_password=...`` and sentences
-("my password is ...", "数据库口令是 ...") are matched here, with a check that the value
-looks like a secret rather than a word or a placeholder (``${DB_PASSWORD}``,
-``<redacted>``). Token formats detect-secrets lacks (GitHub fine-grained, current
-OpenAI, Anthropic, Google, npm, JDBC, Azure, bearer headers) have their own patterns.
+detect-secrets' pattern plugins and the provider formats (``secret_formats``) find tokens
+by their shape. What has no shape of its own is found by its name: ``db_password=...``,
+``"api_key": "..."``, ``Authorization: Basic ...``, "my password is ...", "the door code
+is 4821", "数据库密码改成了 ...", "助记词 ...". Every such rule hands the name to
+``secret_values.name_kind`` and the value to ``secret_values.looks_secret``, so that a
+value under a secret's name is judged the same way in a sentence, a config line and a
+run's state, and placeholders, references, measures and phrases pass.
 
-Every pattern runs on normalised text (NFKC, format characters such as zero-width
-spaces removed), so full-width letters and split keys are matched as what they spell.
+Every pattern runs on normalised text (NFKC, format characters such as zero-width spaces
+removed), so full-width letters and split keys are matched as what they spell; a line
+runs the named rules only when it holds one of their words (``GATE``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
+from memvault.policy.secret_formats import formats_in
+from memvault.policy.secret_values import (
+    Kind,
+    entropy,
+    is_documentation_example,
+    is_placeholder,
+    is_seed_phrase,
+    looks_random,
+    looks_secret,
+    name_kind,
+)
+
+__all__ = ["PATTERNS", "Pattern", "fold", "looks_secret", "matches", "normalise"]
+
+#: Format characters (Unicode category Cf): zero-width spaces and joiners, soft hyphens,
+#: bidirectional marks, byte-order marks, tags. Invisible, so a reader sees through them.
+_FORMAT_CHARS = re.compile(
+    "[\u00ad\u0600-\u0605\u061c\u06dd\u070f\u0890\u0891\u08e2\u180e\u200b-\u200f"
+    "\u202a-\u202e\u2060-\u2064\u2066-\u206f\ufeff\ufff9-\ufffb\U000110bd\U000110cd"
+    "\U00013430-\U0001343f\U0001bca0-\U0001bca3\U0001d173-\U0001d17a\U000e0001"
+    "\U000e0020-\U000e007f]"
+)
+
 
 def normalise(text: str) -> str:
     """NFKC (full-width letters become ASCII), without format characters (zero-width
     spaces and joiners, soft hyphens, byte-order marks): what a reader would see."""
-    folded = unicodedata.normalize("NFKC", text)
-    return "".join(ch for ch in folded if unicodedata.category(ch) != "Cf")
-
-
-_PLACEHOLDER = re.compile(
-    r"^(?:\$\{?[\w.]+\}?|\{\{.*\}\}|<[^>]*>?|\[[^\]]*\]?|%\w+%?|\*+|x{3,}|\.{3,}|_+|-+)$",
-    re.IGNORECASE,
-)
-_MEASURE = re.compile(r"^[+-]?\d+(?:[.,]\d+)?[°%]?$")
-#: A value that names where the secret is kept rather than the secret: an environment
-#: variable or a secret manager's reference.
-_REFERENCE = re.compile(
-    r"^(?:os\.environ|os\.getenv|getenv|process\.env|env[.(\[:]|ENV\[|secrets?\.|vault:"
-    r"|ssm:|arn:aws:(?:secretsmanager|ssm)|\$\(|!ref|\{\{)",
-    re.IGNORECASE,
-)
-#: Values that stand for no secret at all.
-_NOT_VALUES = frozenset(
-    {
-        *("null", "none", "nil", "true", "false", "yes", "no", "empty", "unset", "n/a"),
-        *("redacted", "hidden", "masked", "required", "optional", "secret", "password"),
-        *("changed", "expired", "reset", "rotated", "stored", "encrypted", "missing"),
-        *("invalid", "incorrect", "wrong", "correct", "unknown", "same", "different"),
-        *("example", "placeholder", "string", "str", "env", "vault", "file"),
-    }
-)
-
-
-def looks_secret(value: str, *, prose: bool) -> bool:
-    """Whether a value after a credential keyword is plausibly the credential itself."""
-    if _PLACEHOLDER.match(value) or _REFERENCE.match(value):
-        return False
-    value = value.strip("\"'`\u201c\u201d\u2018\u2019()[]<>.,;:!?")
-    if len(value) < 4 or _PLACEHOLDER.match(value) or value.lower() in _NOT_VALUES:
-        return False
-    if value.isdigit():
-        return len(value) >= 6  # a PIN of six digits or more
-    if _MEASURE.match(value):
-        return False  # 39.9515°, 3.5%, -12
-    has_digit = any(c.isdigit() for c in value)
-    has_symbol = any(not c.isalnum() for c in value)
-    mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
-    if has_digit or has_symbol or mixed_case:
-        return len(value) >= 6
-    # One lower-case word: a pass phrase when long, a word of the sentence otherwise.
-    return len(value) >= (10 if prose else 8) and not value.endswith(("ed", "ing", "ly"))
+    if text.isascii():
+        return text
+    return _FORMAT_CHARS.sub("", unicodedata.normalize("NFKC", text))
 
 
 @dataclass(frozen=True)
 class Pattern:
     secret_type: str
     regex: re.Pattern[str]
-    #: Given the match, whether it is a secret (the value check); None: always.
-    accept: Callable[[re.Match[str]], bool] | None = None
+    #: Given the match and the line, whether it is a secret (the value check); None: always.
+    accept: Callable[[re.Match[str], str], bool] | None = None
+    #: Lower-case strings of which the line must hold one for the pattern to run (a
+    #: substring test costs far less than a regex): every match holds one of them.
+    needs: tuple[str, ...] = ()
+    #: Whether the regex is written in lower case and runs on the lower-cased line (a
+    #: case-insensitive alternation of names is ten times slower in ``re``); the value
+    #: is still read from the line as written.
+    folded: bool = False
+    #: A scan of its own, instead of the regex and ``accept`` (the regex then says where
+    #: the scan starts).
+    scan: Callable[[str], bool] | None = None
 
 
-def _value(group: str, *, prose: bool) -> Callable[[re.Match[str]], bool]:
-    return lambda m: looks_secret(m.group(group), prose=prose)
+def _group(m: re.Match[str], line: str, name: str) -> str:
+    """A group of a match as the line writes it (the match may be on the folded line)."""
+    start, end = m.span(name)
+    return line[start:end] if start >= 0 else ""
 
 
-def _strict(group: str) -> Callable[[re.Match[str]], bool]:
+_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f\u00ab\u00bb"
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] in _QUOTES and value[-1] in _QUOTES:
+        return value[1:-1]
+    return value
+
+
+_CJK_TAIL = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff].*$")
+
+
+def _first_word(rest: str) -> str:
+    """The value a sentence gives: a quoted string, else its next word."""
+    rest = rest.lstrip()
+    if rest[:1] in _QUOTES:
+        close = re.search(r"[\"'`\u201d\u2019\u300d\u300f\u00bb]", rest[1:])
+        if close:
+            return rest[1 : close.start() + 1]
+    word = rest.split(maxsplit=1)[0] if rest.strip() else ""
+    return _CJK_TAIL.sub("", word)  # "Hunter2024!,别告诉别人": the sentence goes on
+
+
+def _words_run(rest: str, limit: int = 24) -> str:
+    """The words a sentence gives as a phrase: up to the end of the clause."""
+    rest = rest.lstrip().lstrip(_QUOTES)
+    clause = re.split(r"[.;!?\n\"'\u201d\u300d)]|,\s(?=[A-Za-z])", rest, maxsplit=1)[0]
+    words = re.findall(r"[^\s,]+", clause)[:limit]
+    return " ".join(w.strip(_QUOTES) for w in words)
+
+
+def _judge(name: str, rest: str, *, prose: bool, kind: Kind | None = None) -> bool:
+    """Whether ``rest`` (what follows a secret's name and its "is", "=", "是") starts with
+    the secret the name calls it."""
+    kind = kind or name_kind(name)
+    if kind is None:
+        return False
+    if kind is Kind.PHRASE or (kind is Kind.PASSWORD and "phrase" in name.lower()):
+        phrase = _words_run(rest)
+        if phrase.count(" ") >= 2 and looks_secret(phrase, prose=prose, kind=Kind.PHRASE):
+            return True
+    if kind is Kind.PASSWORD and _APP_PASSWORD.match(rest):
+        return True  # "abcd efgh ijkl mnop": an app password, in the groups it is shown in
+    return looks_secret(_first_word(rest), prose=prose, kind=kind)
+
+
+_APP_PASSWORD = re.compile(r"\s*[\"'`]?[a-z]{4}(?: [a-z]{4}){3}\b")
+
+# --- names in sentences -----------------------------------------------------------------
+
+_KEY_QUALIFIER = (
+    r"api|access|private|secret|signing|encryption|decryption|master|deploy|ssh|gpg|pgp"
+    r"|wallet|license|licence|activation|product|admin|root|app|client|bot|webhook|sas"
+    r"|storage|account|hmac|jwt|session|service|aws|stripe|openai|github|gitlab|slack"
+    r"|recovery|bitlocker|backup|unlock|vault|wi-?fi|wpa|network"
+)
+_EN_NAMES = (
+    r"pass(?:word|wd|phrase|code)s?|pass[ -](?:word|phrase|code)|p[a@4][s$5]{2}w[o0]rd|pwd"
+    r"|pin(?:[ -]?(?:code|number))?|secret(?:[ _-]?key)?|(?:" + _KEY_QUALIFIER + r")[ _-]?keys?"
+    r"|client[ _-]?secret|(?:access|auth(?:entication)?|refresh|bearer|api|bot|personal access"
+    r"|session|id|oauth|deploy|github|gitlab|slack|npm|vault|service account)[ _-]?token|token"
+    r"|credentials?|(?:unlock|access|door|alarm|security|entry|gate|safe|wi-?fi|lock[ -]?screen"
+    r"|garage|locker|vault|keypad|building|backup|recovery|lockbox|padlock|phone) code"
+    r"|(?:backup|recovery|2fa|mfa|otp|emergency) codes|keypad|app password"
+    r"|(?:security|secret) (?:question )?answer|answer to (?:the|my) security question"
+    r"|(?:safe|lock|locker|padlock) combination|combination|seed(?: phrase| words)?"
+    r"|mnemonic(?: phrase)?"
+    r"|(?:recovery|backup|secret|mnemonic|wallet)(?: recovery)? (?:phrase|words|seed)|key"
+    r"|code"
+)
+#: What joins a name to its value in a sentence, longest first (a regex alternation takes
+#: the first that fits: "has been" would leave "changed to" for the value).
+_LINK_WORDS = sorted(
+    (
+        *("is", "was", "are", "were", "will be", "has been", "have been", "reads", "read"),
+        *("equals", "set to", "changed to", "updated to", "reset to", "now", "became"),
+        *("becomes", "is now", "is still", "should be", "would be", "is set to", "to", "as"),
+        *("was changed to", "was set to", "was reset to", "got changed to", "was updated to"),
+        *("has been changed to", "has been set to", "has been reset to", "is changed to"),
+        *("has been updated to", "is now set to", "is currently", "was just changed to"),
+    ),
+    key=len,
+    reverse=True,
+)
+_LINK = (
+    r"(?:\s+(?:" + "|".join(w.replace(" ", r"\s+") for w in _LINK_WORDS) + r")\s*:?"
+    r"|\s*[:=]|\s+[-\u2013\u2014]|\s*->)\s*"
+)
+#: A name starts a word, not a path, an ARN or an identifier ("arn:...:secret:prod").
+_NAME_START = r"(?<![a-z0-9:/.\-_@])"
+_QUALIFIER = (
+    r"(?:\s*\([^)\n]{0,30}\))?(?P<q>\s+(?:for|of|to|on|at|in|from)\s+[^.,;:!?\n=]{1,40}?)?"
+    r"(?:\s*\([^)\n]{0,30}\))?"
+)
+
+
+def _prose(m: re.Match[str], line: str) -> bool:
+    name = _group(m, line, "k")
+    kind = name_kind(name)
+    if kind in (None, Kind.WEAK) and m.group("q"):
+        # "the code to the front door is ...": what the name is for says what it is.
+        for word in m.group("q").split()[1:]:
+            qualified = name_kind(f"{word} {name}")
+            if qualified not in (None, Kind.WEAK):
+                kind = qualified
+                break
+    return kind is not None and _judge(name, _group(m, line, "rest"), prose=True, kind=kind)
+
+
+def _strict_value(value: str) -> bool:
+    value = value.strip("\"'`.,;:!?()")
+    marked = any(c.isdigit() for c in value) or any(not c.isalnum() for c in value)
+    return marked and looks_secret(value, prose=True)
+
+
+_GENERIC = re.compile(r"\b(?:most|least|common|popular|worst|best|default|example|typical|weak)")
+
+
+def _reverse(m: re.Match[str], line: str) -> bool:
+    """ "Tr0ub4dor&3 is my password", not "123456 is the most common password"."""
+    return not _GENERIC.search(m.group()) and _strict(m, line)
+
+
+def _strict(m: re.Match[str], line: str) -> bool:
     """For a value with no ``is`` or ``:`` before it ("password Xy7!..."): it must hold
     a digit or a symbol, so that "password manager" or "password Reset" pass."""
-
-    def accept(m: re.Match[str]) -> bool:
-        value = m.group(group).strip("\"'`.,;:!?()")
-        marked = any(c.isdigit() for c in value) or any(not c.isalnum() for c in value)
-        return marked and looks_secret(value, prose=True)
-
-    return accept
+    value = _group(m, line, "v").strip("\"'`.,;:!?()")
+    marked = any(c.isdigit() for c in value) or any(not c.isalnum() for c in value)
+    return marked and looks_secret(value, prose=True)
 
 
-def _aws_secret(m: re.Match[str]) -> bool:
-    v = m.group("v")
-    return (
+def _value(group: str, *, prose: bool) -> Callable[[re.Match[str], str], bool]:
+    return lambda m, line: looks_secret(_group(m, line, group), prose=prose)
+
+
+# --- names in configuration ---------------------------------------------------------------
+
+#: ``name = value``, ``name: value``, ``"name": "value"``, ``name => value``,
+#: ``config["name"] = value``: a config line, an environment file, JSON, YAML, code. The
+#: name decides what the value must look like. Found from each separator backwards (a
+#: regex for the name would be tried at every word of every line).
+_SEPARATOR = re.compile(r":=|=>|->|==|[:=]")
+_VALUE = re.compile(r"\s*(?P<v>\"[^\"\n]*\"|'[^'\n]*'|`[^`\n]*`|[^\s,;]+)")
+_NAME_CHARS = frozenset("_.-")
+
+
+def _name_before(line: str, end: int) -> tuple[str, int] | None:
+    """The name that ends where a separator starts, and where the name starts: a quoted
+    string, or letters, digits, ``_``, ``.`` and ``-`` that start with a letter, with an
+    index after it (``config["password"]`` is named by what is inside)."""
+    j = end
+    while j > 0 and line[j - 1] in " \t":
+        j -= 1
+    if j > 0 and line[j - 1] == "]":
+        opened = line.rfind("[", max(0, j - 44), j - 1)
+        if opened >= 0 and line[opened + 1 : j - 1].strip(" \"'"):
+            return line[opened + 1 : j - 1].strip(" \"'"), opened
+    if j > 0 and line[j - 1] in "\"'":
+        opened = line.rfind(line[j - 1], max(0, j - 82), j - 1)
+        return (line[opened + 1 : j - 1], opened) if opened >= 0 else None
+    i = j
+    while i > 0 and j - i <= 80 and (line[i - 1].isalnum() or line[i - 1] in _NAME_CHARS):
+        i -= 1
+    while i < j and not (line[i].isalpha() or line[i] == "_"):
+        i += 1  # a name starts with a letter
+    return (line[i:j], i) if i < j else None
+
+
+def _starts_a_name(line: str, start: int) -> bool:
+    """A name starts a word: not a path, a host or a field of an ARN ("arn:aws:...")."""
+    if start > 0 and line[start - 1] in "$@":
+        start -= 1
+    if start == 0:
+        return True
+    before = line[start - 1]
+    if before in "/.-@$_" or (before.isascii() and before.isalnum()):
+        return False
+    return not (
+        before == ":" and start > 1 and line[start - 2].isascii() and line[start - 2].isalnum()
+    )
+
+
+def _assignments(line: str) -> bool:
+    for separator in _SEPARATOR.finditer(line):
+        found = _name_before(line, separator.start())
+        if found is None or not _starts_a_name(line, found[1]):
+            continue
+        kind = name_kind(found[0].strip("\"'$@:"))
+        value = _VALUE.match(line, separator.end())
+        if kind is None or value is None:
+            continue
+        text = value.group("v")
+        if looks_secret(_unquote(text) if text[:1] in "\"'`" else text, prose=False, kind=kind):
+            return True
+    return False
+
+
+_B64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
+
+
+def _decoded_basic(value: str) -> str | None:
+    try:
+        raw = base64.b64decode(value + "=" * (-len(value) % 4), validate=True)
+        return raw.decode("utf-8")
+    except (binascii.Error, ValueError):
+        return None
+
+
+def basic_credentials_secret(value: str) -> bool:
+    """An HTTP Basic credential (base64 of ``user:password``) whose password is real."""
+    if not _B64.match(value):
+        return False
+    decoded = _decoded_basic(value)
+    if decoded is None or ":" not in decoded:
+        return False
+    user, _, password = decoded.partition(":")
+    if not password or password == user or not decoded.isprintable():
+        return False
+    return looks_secret(password, prose=False) or looks_random(password, min_length=12)
+
+
+def _authorization(m: re.Match[str], line: str) -> bool:
+    scheme = (m.group("scheme") or "").lower()
+    value = _group(m, line, "v")
+    if scheme == "basic":
+        return basic_credentials_secret(value)
+    if is_placeholder(value):
+        return False
+    return looks_secret(value, prose=False, kind=Kind.TOKEN)
+
+
+def _bearer(m: re.Match[str], line: str) -> bool:
+    value = _group(m, line, "v")
+    return looks_secret(value, prose=False, kind=Kind.TOKEN) and (
+        looks_random(value, min_length=16) or value.count(".") == 2
+    )
+
+
+def _url_password(m: re.Match[str], line: str) -> bool:
+    """A password in a URL, unless the URL is a documentation example: the password is the
+    user name again or a placeholder, or a plain word on an example or local host."""
+    user, password = _group(m, line, "u"), _group(m, line, "v")
+    host = m.group("h").lower()
+    if password == user or not looks_secret(password, prose=False):
+        return False
+    example_host = host in {"host", "hostname", "localhost", "127.0.0.1", "server", "db"} or (
+        "example" in host or host.startswith(("your-", "your_", "my-host", "db-host"))
+    )
+    plain = password.isalpha() and password.islower() and len(password) <= 12
+    return not (example_host and plain)
+
+
+def _aws_secret(m: re.Match[str], line: str) -> bool:
+    v = _group(m, line, "v")
+    return not is_documentation_example(v) and (
         any(c.isupper() for c in v) and any(c.islower() for c in v) and any(c.isdigit() for c in v)
     )
 
 
-_KEYWORDS = (
-    r"pass(?:word|wd|phrase|code)?|pwd|secret(?:[_.-]?key)?|token|auth[_.-]?token"
-    r"|access[_.-]?token|refresh[_.-]?token|api[_.-]?key|apikey|access[_.-]?key(?:[_.-]?id)?"
-    r"|client[_.-]?secret|private[_.-]?key|credentials?|session[_.-]?key|signing[_.-]?key"
+# --- Chinese and Japanese ----------------------------------------------------------------
+
+#: Written in lower case: the rule runs on the folded line.
+_ZH_NAMES = (
+    r"助记词|恢复短语|种子短语|口令短语|密语|助记码|取款密码|支付密码|银行卡密码|门禁密码|保险箱密码"
+    r"|开机密码|锁屏密码|解锁码|门禁码|密码锁|交易密码|手机密码|pin ?码|私钥|密钥|秘钥|令牌|授权码"
+    r"|访问码|凭证|密码|口令|暗号|通行码|password|passwd|pwd|passphrase|token|api ?key"
+    r"|secret(?: ?key)?|access ?key|private ?key|pin|key"
 )
+_ZH_VERBS = (
+    r"(?P<verb>是|为|為|:|=|改成了?|改为了?|改到了?|换成了?|设为|设置为|设置成|设成了?|更新为|更新成|修改为"
+    r"|修改成|重置为|重置成|变成了?|变为|就是|叫做?|用的是|填的是|填|输入|记得是|写的是|如下|发你|给你"
+    r"|存一下|记一下|记下|存下|收好|保存一下|备份一下)"
+    r"(?:了|的是|是)?"
+)
+_ZH_NEGATORS = re.compile(
+    r"长度|策略|规则|要求|位数|复杂度|过期|有效期|轮换|管理|提示|格式|算法|类型|强度|找回|重置流程|文件|路径"
+    r"|地址|链接|名称|名字|哈希|摘要|指纹|公钥|位置|引用|次数|不能|不要|别|忘了|忘记|错误|错了|泄露"
+    r"|(?<![a-z])id(?![a-z])"
+)
+_ZH_STEMS = ("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语")
+_ZH_NEEDS = (*_ZH_STEMS, "pass", "pwd", "token", "key", "secret", "pin")
+#: The Chinese names alone, for a value that follows with only a space ("口令 Xy7!...").
+_ZH_ONLY_NAMES = _ZH_NAMES.split("|password")[0]
+
+
+def _zh_near(m: re.Match[str], line: str) -> bool:
+    """ "口令 Xy7!...", "授权码 brdjghtqztfwxnrw": a name, then a value in another script, so
+    the value must be marked as one (a digit, a symbol, capitals inside it) or, for a
+    code, be a run of random letters."""
+    value = _group(m, line, "v").strip("\"'`.,;:!?()")
+    marked = (
+        any(c.isdigit() for c in value)
+        or any(not c.isalnum() for c in value)
+        or (any(c.isupper() for c in value[1:]) and any(c.islower() for c in value))
+    )
+    kind = name_kind(_group(m, line, "k"))
+    if kind is Kind.TOKEN and value.isalpha() and value.islower() and len(value) >= 12:
+        return entropy(value) >= 3.0
+    return kind is not None and marked and looks_secret(value, prose=False, kind=kind)
+
+
+def _pin_near(m: re.Match[str], line: str) -> bool:
+    return name_kind(_group(m, line, "k")) is Kind.PIN
+
+
 _ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*()_+\-=\[\]{}.~/?|:;,'\"\\<>`]+"
 
+
+def _zh(m: re.Match[str], line: str) -> bool:
+    if _ZH_NEGATORS.search(m.group("gap")):
+        return False
+    name, gap = _group(m, line, "k"), _group(m, line, "gap").strip()
+    if name.isascii() and m.group("verb") in (":", "="):
+        return False  # "password: ...": the English rules read it, with its whole name
+    if name.isascii() and gap.isascii() and gap:
+        name = f"{name} {gap}"  # "token limit: ...": the words after the name count
+    kind = name_kind(name)
+    before = line[max(0, m.start() - 8) : m.start()] + m.group("gap")
+    if kind is Kind.PASSWORD and _ZH_PIN_CONTEXT.search(before):
+        kind = Kind.PIN  # "银行卡的密码是 4821": a card's PIN
+    return kind is not None and _judge(name, _group(m, line, "rest"), prose=False, kind=kind)
+
+
+_ZH_PIN_CONTEXT = re.compile(
+    r"银行卡|取款|支付|门禁|门锁|保险箱|保险柜|开机|锁屏|手机|atm|信用卡|储蓄卡|借记卡"
+)
+
+
+# --- seed phrases ------------------------------------------------------------------------
+
+_SEED_CONTEXT = (
+    r"seed(?: phrase| words)?|recovery (?:phrase|words|seed)|mnemonic(?: phrase| words)?"
+    r"|secret (?:recovery )?phrase|backup (?:phrase|words)|wallet (?:phrase|words|seed)"
+    r"|(?:12|24|twelve|twenty-four)[ -]words?|助记词|恢复短语|种子短语|钱包短语|恢复词"
+)
+_SEED_NEEDS = ("seed", "mnemonic", "phrase", "words", "助记", "恢复", "种子", "钱包")
+
+
+def _seed_words(m: re.Match[str], line: str) -> bool:
+    words = re.findall(r"[a-z]{3,8}", m.group("w"))
+    return len(words) >= 12 and len(set(words)) >= len(words) - 3
+
+
+_EN_NEEDS = (
+    *("pass", "p@ss", "p4ss", "pwd", "pin", "secret", "key", "token", "credential", "code"),
+    *("combination", "seed", "mnemonic", "phrase", "words", "answer"),
+)
+
+#: What a name that calls its value a secret holds (``secret_values.name_kind``).
+_NAME_NEEDS = (
+    *_EN_NEEDS,
+    *("pw", "pa$$", "passwort", "kennwort", "contrase", "senha", "motdepasse", "mdp", "пароль"),
+    *("cred", "bearer", "auth", "pat", "hmac", "sid", "cookie", "session", "license", "sig"),
+    *_ZH_STEMS,
+    *("パスワード", "暗証"),
+)
+
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("GitHub Fine-Grained Token", re.compile(r"github_pat_[A-Za-z0-9_]{30,}")),
-    Pattern("Anthropic API Key", re.compile(r"\bsk-ant-[a-z]+\d*-[A-Za-z0-9_-]{20,}")),
-    Pattern(
-        "OpenAI API Key",
-        re.compile(r"\bsk-(?!ant-)(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-    ),
-    Pattern("Google API Key", re.compile(r"\bAIza[0-9A-Za-z_-]{35}")),
-    Pattern("NPM Token", re.compile(r"\bnpm_[A-Za-z0-9]{36}\b")),
-    Pattern("Hugging Face Token", re.compile(r"\bhf_[A-Za-z0-9]{34,}\b")),
-    Pattern("Slack Token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}")),
-    Pattern("Stripe Key", re.compile(r"\b(?:sk|rk)_(?:live|test)_[A-Za-z0-9]{16,}")),
-    Pattern("SendGrid API Key", re.compile(r"\bSG\.[A-Za-z0-9_-]{16,}\.[A-Za-z0-9_-]{16,}")),
     Pattern(
         "AWS Secret Access Key",
         re.compile(
-            r"(?i)aws[_.-]?secret(?:[_.-]?access)?[_.-]?key\W{0,3}[:=]\s*[\"']?"
-            r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+])"
+            r"aws[_.-]?secret(?:[_.-]?access)?[_.-]?key\W{0,3}[:=]\s*[\"']?"
+            r"(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+])"
         ),
+        lambda m, line: not is_documentation_example(_group(m, line, "v")),
+        needs=("aws",),
+        folded=True,
     ),
     Pattern(
         "AWS Secret Access Key",
         re.compile(
-            r"(?i)secret[ _.-]?(?:access[ _.-]?)?key\b.{0,12}?(?<![A-Za-z0-9/+])"
-            r"(?P<v>[A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"
+            r"secret[ _.-]?(?:access[ _.-]?)?key\b.{0,12}?(?<![a-z0-9/+])"
+            r"(?P<v>[a-z0-9/+]{40})(?![a-z0-9/+=])"
         ),
         _aws_secret,
+        needs=("secret",),
+        folded=True,
     ),
-    Pattern("Private Key", re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")),
+    Pattern(
+        "Private Key",
+        re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----|PuTTY-User-Key-File-\d"),
+        needs=("private key", "putty"),
+    ),
     Pattern(
         "JDBC Password",
-        re.compile(r"(?i)\bjdbc:oracle:[a-z]+:[^/\s@]+/(?P<v>[^@\s]+)@"),
+        re.compile(r"\bjdbc:oracle:[a-z]+:[^/\s@]+/(?P<v>[^@\s]+)@"),
         _value("v", prose=False),
+        needs=("jdbc",),
+        folded=True,
     ),
     Pattern(
         "Password On A Command Line",
         re.compile(
-            r"(?i)(?:\bmysql(?:dump|admin)?\b[^\n|;]*?\s-p(?P<a>[^\s-]\S*)"
+            r"(?:\bmysql(?:dump|admin)?\b[^\n|;]*?\s-p(?P<a>[^\s-]\S*)"
             r"|\bredis-cli\b[^\n|;]*?\s-a\s+(?P<b>\S+)"
             r"|\bsshpass\s+-p\s*(?P<c>\S+)"
+            r"|\b(?:curl|wget|http)\b[^\n|;]*?\s(?:-u|--user)\s*[\"']?[^\s:\"']+:(?P<e>[^\s\"']+)"
             r"|(?:^|\s)--[\w-]*(?:password|passwd|secret|token|api-key|apikey)(?:=|\s+)(?P<d>\S+))"
         ),
-        lambda m: looks_secret(next(g for g in m.groups() if g), prose=False),
+        lambda m, line: looks_secret(
+            _unquote(next(_group(m, line, g) for g in "abced" if m.group(g))), prose=False
+        ),
+        needs=("mysql", "redis-cli", "sshpass", "curl", "wget", "http", "--"),
+        folded=True,
     ),
     Pattern(
         "JDBC Password",
-        re.compile(r"(?i)\bjdbc:[a-z0-9]+:\S*?[;?&](?:password|pwd)=(?P<v>[^;&\s]+)"),
+        re.compile(r"\bjdbc:[a-z0-9]+:\S*?[;?&](?:password|pwd)=(?P<v>[^;&\s]+)"),
         _value("v", prose=False),
+        needs=("jdbc",),
+        folded=True,
     ),
     Pattern(
         "URL Password",
-        re.compile(r"(?i)\b[a-z][a-z0-9+.-]{1,20}://[^\s:/@]*:(?P<v>[^\s@/]{3,})@[\w.-]+"),
-        _value("v", prose=False),
+        re.compile(
+            r"\b[a-z][a-z0-9+.-]{1,20}://(?P<u>[^\s:/@]*):(?P<v>[^\s/]{3,})@(?P<h>[\w.-]+)"
+            r"(?=[:/?#\s\"'),;]|$)"
+        ),
+        _url_password,
+        needs=("://",),
+        folded=True,
     ),
     Pattern(
         "Azure Storage Key",
-        re.compile(r"(?i)\b(?:AccountKey|SharedAccessKey)=[A-Za-z0-9+/]{30,}={0,2}"),
+        re.compile(r"\b(?:accountkey|sharedaccesskey)=[a-z0-9+/]{30,}={0,2}"),
+        needs=("accountkey=", "sharedaccesskey="),
+        folded=True,
     ),
     Pattern(
-        "Azure SAS Signature", re.compile(r"(?i)(?:^|[?&;\s])sig=[A-Za-z0-9%+/=]{20,}(?:&|$|\s)")
+        "Azure SAS Signature",
+        re.compile(r"(?:^|[?&;\s])sig=[a-z0-9%+/=]{20,}(?:&|$|\s)"),
+        needs=("sig=",),
+        folded=True,
+    ),
+    Pattern(
+        "Authorization Header",
+        re.compile(
+            r"\b(?:proxy-)?authori[sz]ation\b[\"']?\s*[:=]\s*[\"']?(?:(?P<scheme>bearer|token"
+            r"|basic|digest|bot|apikey|api-key|sso-key|ssws|key|dpop|otoken)\s+)?"
+            r"(?P<v>[^\s\"',;]+)"
+        ),
+        _authorization,
+        needs=("authori",),
+        folded=True,
+    ),
+    Pattern(
+        "Basic Auth Credentials",
+        re.compile(r"\bbasic\s+(?P<v>[a-z0-9+/]{8,}={0,2})(?![a-z0-9+/=])"),
+        lambda m, line: basic_credentials_secret(_group(m, line, "v")),
+        needs=("basic",),
+        folded=True,
     ),
     Pattern(
         "Bearer Token",
-        re.compile(r"(?i)\b(?:bearer|token)\s+(?P<v>[A-Za-z0-9._~+/-]{20,}=*)"),
-        _value("v", prose=False),
+        re.compile(r"\b(?:bearer|token)\s+(?P<v>[a-z0-9._~+/-]{16,}=*)"),
+        _bearer,
+        needs=("bearer", "token"),
+        folded=True,
     ),
     Pattern(
-        "Secret Keyword",
+        # A secret's name and a random value with nothing between: "private key 0x...".
+        "Secret Near Name",
         re.compile(
-            rf"(?i)(?:^|[^A-Za-z0-9])(?:[A-Za-z0-9]+[_.-])*(?:{_KEYWORDS})"
-            r"\s*[\"']?\s*(?::=|=>|[:=])\s*[\"'`]?(?P<v>[^\s\"'`,;]+)"
+            rf"{_NAME_START}(?P<k>{_EN_NAMES}|{_ZH_NAMES})\s*[\"'(\[]?"
+            r"(?P<v>[a-z0-9._~+/=\-]{16,})"
         ),
-        _value("v", prose=False),
+        lambda m, line: looks_secret(_group(m, line, "v"), prose=False, kind=Kind.WEAK),
+        needs=(*_EN_NEEDS, *_ZH_STEMS),
+        folded=True,
+    ),
+    Pattern("Secret Keyword", _SEPARATOR, needs=_NAME_NEEDS, scan=_assignments),
+    Pattern(
+        "Secret In Prose",
+        re.compile(
+            rf"{_NAME_START}(?P<k>{_EN_NAMES})\b{_QUALIFIER}{_LINK}(?P<rest>[^\n]{{1,400}})"
+        ),
+        _prose,
+        needs=_EN_NEEDS,
+        folded=True,
     ),
     Pattern(
         "Secret In Prose",
         re.compile(
-            r"(?i)\b(?:password|passphrase|passcode|pass code|pin(?: code)?|pwd|secret key"
-            r"|api key|access key|access token|auth token|token|login"
-            r"|(?:unlock|access|door|alarm|security|entry|gate|safe|wifi|wi-fi) code)"
-            r"(?:\s+(?:for|of|to|on|at|in)\s+[^.,;:!?\n]{1,40}?)?"
-            r"(?:\s+(?:is|was|are|will be|has been|reads|set to|now|to)\s*:?|\s*:)\s+"
+            r"\b(?:use|with|enter|type|try|log in with|sign in with|login with|unlock with)\s+"
+            r"(?:the\s+|my\s+|our\s+)?(?P<k>password|passphrase|passcode|pin|code)\s+"
             r"[\"'\u201c\u2018`]?(?P<v>\S+)"
         ),
-        _value("v", prose=True),
+        lambda m, line: looks_secret(
+            _group(m, line, "v"), prose=True, kind=name_kind(m.group("k")) or Kind.PASSWORD
+        ),
+        needs=("pass", "pin", "code"),
+        folded=True,
     ),
     Pattern(
         "Secret In Prose",
         re.compile(
-            r"(?i)\b(?:use|with|enter|type|log in with|sign in with)\s+"
-            r"(?:the\s+)?(?:password|passphrase|passcode|pin)\s+[\"'\u201c\u2018`]?(?P<v>\S+)"
+            r"(?<!\S)[\"'\u201c\u2018`]?(?P<v>\S{6,}?)[\"'\u201d\u2019`]?\s+(?:is|was)\s+"
+            r"(?:my|the|our|your|his|her|their)\s+(?:new\s+|current\s+|old\s+)?(?:[\w-]+\s+){0,2}"
+            r"(?:password|passcode|passphrase|pin)\b"
         ),
-        _value("v", prose=True),
+        _reverse,
+        needs=("pass", "pin"),
+        folded=True,
+    ),
+    Pattern(
+        "Secret In Prose",
+        re.compile(
+            r"\b(?:password|passphrase|passcode|pass|pwd|pw|contraseña|clave|passwort"
+            r"|mot de passe)\s+[\"'\u201c\u2018`«]?(?P<v>\S+)"
+        ),
+        _strict,
+        needs=("pass", "pwd", "pw", "contrase", "clave", "mot de passe"),
+        folded=True,
     ),
     Pattern(
         "Secret In Prose",
         # NFKC has made full-width commas, semicolons and colons ASCII.
         re.compile(
-            r"(?:密码|口令|密钥|秘钥|私钥|令牌|授权码|通行码|暗号)[^,。;\n]{0,12}?"
-            r"(?:是|为|為|:|=|改成|设为|设置为)\s*[\"'\u201c\u2018「]?(?P<v>" + _ASCII_VALUE + ")"
+            rf"(?P<k>{_ZH_NAMES})(?P<gap>[^,。;!?\n]{{0,14}}?){_ZH_VERBS}"
+            r"\s*(?P<rest>[^\n]{1,400})"
         ),
-        _value("v", prose=False),
+        _zh,
+        needs=_ZH_NEEDS,
+        folded=True,
+    ),
+    Pattern(
+        "Secret In Prose",
+        re.compile(rf"(?P<k>{_ZH_ONLY_NAMES})[\s,]*[\"'\u201c\u300c]?(?P<v>{_ASCII_VALUE})"),
+        _zh_near,
+        needs=_ZH_STEMS,
+    ),
+    Pattern(
+        # "login is jdoe / Sunfl0wer!88", "账号 zhangwei / Vpn@2024zw": a user, a slash, a password.
+        "Secret In Prose",
+        re.compile(
+            r"(?:login|logon|creds|credentials|account|sign[- ]in|user(?:name)?|登录信息?|账号|账户"
+            r"|账密|用户名)[^\n/]{0,24}?(?<![\w/])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
+            r"(?!\S*/)"
+        ),
+        lambda m, line: "://" not in m.group() and _strict_value(_group(m, line, "v")),
+        needs=("login", "logon", "cred", "account", "sign", "user", "登录", "账"),
+        folded=True,
+    ),
+    Pattern(
+        # "debit card pin 9367", "door code 4821#": a PIN's name, then its digits.
+        "Secret In Prose",
+        re.compile(
+            r"(?<![a-z0-9])(?P<k>(?:[a-z-]+\s)?(?:pin(?: code| number)?|passcode|code|combination))"
+            r"\s*[:#]?\s*(?P<v>\d{4,8})#?(?![\d.,:/-])"
+        ),
+        _pin_near,
+        needs=("pin", "code", "combination"),
+        folded=True,
     ),
     Pattern(
         "Secret In Prose",
@@ -218,30 +639,89 @@ PATTERNS: tuple[Pattern, ...] = (
             r"[\"'「]?(?P<v>" + _ASCII_VALUE + ")"
         ),
         _value("v", prose=False),
+        needs=("パスワード", "暗証番号", "パスコード", "合言葉"),
     ),
     Pattern(
         "Secret In Prose",
         re.compile(
-            r"(?i)\b(?:contraseña|clave|mot de passe|passwort|kennwort|senha|пароль)\b"
+            r"\b(?:contraseña|clave|mot de passe|passwort|kennwort|senha|пароль)\b"
             r"[^.,;\n]{0,30}?(?:\s+(?:es|est|ist|é|era|a|à|auf|para)|\s*[:=])\s+[\"'“«]?(?P<v>\S+)"
         ),
         _value("v", prose=True),
+        needs=("contrase", "clave", "mot de passe", "passwort", "kennwort", "senha", "пароль"),
+        folded=True,
     ),
     Pattern(
-        "Secret In Prose",
+        "Seed Phrase",
         re.compile(
-            r"(?i)\b(?:password|passphrase|passcode|contraseña|clave|passwort|mot de passe)"
-            r"\s+[\"'\u201c\u2018`«]?(?P<v>\S+)"
+            rf"(?:{_SEED_CONTEXT})[^\n]{{0,40}}?(?P<w>(?:\b\d{{1,2}}[.):]?\s*)?[a-z]{{3,8}}"
+            r"(?:[\s,]+(?:\d{1,2}[.):]?\s*)?[a-z]{3,8}){11,23})\b"
         ),
-        _strict("v"),
+        _seed_words,
+        needs=_SEED_NEEDS,
+        folded=True,
+    ),
+    Pattern(
+        "Seed Phrase",
+        re.compile(rf"(?:{_SEED_CONTEXT})[^\n]{{0,20}}?(?:[\u4e00-\u9fff][\s,、]+){{11,23}}"),
+        needs=_SEED_NEEDS,
+        folded=True,
     ),
 )
 
+_BARE_SEED = re.compile(r"^\s*(?:[a-z]{3,8}\s+){11,23}[a-z]{3,8}\s*$")
 
-def matches(text: str) -> Iterator[str]:
-    """The secret types found in normalised text, one per pattern that matched."""
-    for pattern in PATTERNS:
-        for m in pattern.regex.finditer(text):
-            if pattern.accept is None or pattern.accept(m):
+
+def fold(line: str) -> str:
+    """The line in lower case, character for character (so spans stay the same)."""
+    low = line.lower()
+    if len(low) == len(line):
+        return low
+    return "".join(ch.lower() if len(ch.lower()) == 1 else ch for ch in line)
+
+
+def _stems(needs: set[str]) -> dict[str, str]:
+    """Each need to the shortest need inside it ("passwort" to "pass"): a line holding the
+    longer holds the shorter, so testing the shorter alone keeps every gate sound."""
+    return {need: min((n for n in needs if n in need), key=len) for need in needs}
+
+
+_STEM = _stems({need for pattern in PATTERNS for need in pattern.needs})
+#: Every string some pattern needs: tested once a line, then each pattern's by set.
+_NEEDS = tuple(sorted(set(_STEM.values())))
+_NEEDS_OF = tuple(frozenset(_STEM[need] for need in pattern.needs) for pattern in PATTERNS)
+
+
+def matches(line: str) -> Iterator[str]:
+    """The secret types found in one normalised line, one per rule that matched."""
+    yield from formats_in(line)
+    low = fold(line)
+    present = {need for need in _NEEDS if need in low}
+    separated = ":" in line or "=" in line or "->" in line
+    for pattern, needs in zip(PATTERNS, _NEEDS_OF, strict=True):
+        if needs and present.isdisjoint(needs):
+            continue
+        if pattern.scan is not None:
+            if separated and pattern.scan(line):
                 yield pattern.secret_type
-                break
+            continue
+        if _first(pattern, low if pattern.folded else line, line):
+            yield pattern.secret_type
+    if _BARE_SEED.match(line) and is_seed_phrase(line.split()):
+        yield "Seed Phrase"
+
+
+def _first(pattern: Pattern, text: str, line: str) -> bool:
+    """Whether the pattern matches somewhere in the line and its value check holds. A
+    rejected match resumes the search after its name, not after its value, so that
+    "Note: password=..." is still read from "password" on."""
+    pos = 0
+    while pos <= len(text):
+        m = pattern.regex.search(text, pos)
+        if m is None:
+            return False
+        if pattern.accept is None or pattern.accept(m, line):
+            return True
+        named = "k" in pattern.regex.groupindex and m.end("k") > m.start()
+        pos = m.end("k") if named else m.start() + 1
+    return False

@@ -1,14 +1,26 @@
-"""Secret detection: detect-secrets' pattern and keyword plugins, and memvault's own
-patterns for prose, unquoted assignments and token formats it lacks
-(``secret_patterns``), all run on normalised text (NFKC, no zero-width characters).
+"""Secret detection: detect-secrets' pattern plugins, provider token formats
+(``secret_formats``), and memvault's rules for credentials given by name
+(``secret_patterns``), all run on normalised text (NFKC, no zero-width characters) and on
+what that text unwraps to (``secret_views``: decoded base64 and hex, escapes undone,
+broken lines joined, spaced-out characters closed up, JSON read as name: value lines).
 
-Entropy plugins are off: prose and ids trip them constantly. ``IPPublicDetector`` is
-off too: an address is not a credential. Findings carry the secret's *type* and the
-field it was found in, never the secret itself.
+Entropy plugins are off: prose and ids trip them constantly; randomness is judged only
+in context, for a value under a secret's name (``secret_values``). ``IPPublicDetector``
+is off too: an address is not a credential. The keyword and basic-auth plugins are off:
+memvault's own rules cover what they match (quoted assignments, URLs with a password)
+and judge the value, where the plugins take ``password = "password"`` or
+``postgres://user:password@host`` from documentation for a credential. Values the
+plugins find that are masks or documentation examples (the jwt.io token, keys that
+say EXAMPLE) are not reported. Findings carry the secret's *type* and the field it was
+found in, never the secret itself.
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
+import re
 import threading
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
@@ -17,11 +29,77 @@ from typing import Any
 
 from memvault.errors import SecretDetected
 from memvault.policy.secret_patterns import matches, normalise
+from memvault.policy.secret_values import is_documentation_example, is_mask
+from memvault.policy.secret_views import MAX_VIEW_CHARS, split_tokens, structured, unwrapped
 
-_DISABLED = {"Base64HighEntropyString", "HexHighEntropyString", "IPPublicDetector"}
+_DISABLED = {
+    "Base64HighEntropyString",
+    "HexHighEntropyString",
+    "IPPublicDetector",
+    "KeywordDetector",
+    "BasicAuthDetector",
+}
 #: The file name detect-secrets' own ad hoc scan (``scan_line``) reports; the keyword
 #: plugin chooses its patterns by it (no extension: quotes required around the value).
 _ADHOC = "adhoc-string-scan"
+#: A plugin runs on a line only when the line holds what every one of its patterns needs
+#: (each gate is implied by the plugin's own patterns, so no finding is lost): a line of
+#: prose runs none of them.
+_GATES = {
+    "AWSKeyDetector": r"A3T|ABIA|ACCA|AKIA|ASIA|(?i:aws)",
+    "ArtifactoryDetector": r"AKC|AP[\dA-F]",
+    "AzureStorageKeyDetector": r"AccountKey=",
+    "CloudantDetector": r"(?i:key|pw|pass|token|cloudant)",
+    "DiscordBotTokenDetector": r"[MNO][\w-]{23,25}\.",
+    "GitHubTokenDetector": r"gh[pousr]_",
+    "GitLabTokenDetector": r"gl[a-z]{1,6}-|GR1348941",
+    "IbmCloudIamDetector": r"(?i:key|pwd|pass|token)",
+    "IbmCosHmacDetector": r"(?i:secret)",
+    "JwtTokenDetector": r"eyJ",
+    "MailchimpDetector": r"-us\d",
+    "NpmDetector": r"_authToken",
+    "OpenAIDetector": r"T3BlbkFJ",
+    "PrivateKeyDetector": r"PRIVATE KEY|PuTTY-User-Key-File",
+    "PypiTokenDetector": r"pypi-AgE",
+    "SendGridDetector": r"SG\.",
+    "SlackDetector": r"xox|hooks\.slack",
+    "SoftlayerDetector": r"(?i:key|pwd|pass|token|softlayer)",
+    "SquareOAuthDetector": r"sq0csp-",
+    "StripeDetector": r"k_live_",
+    "TelegramBotTokenDetector": r"\d{8}:",
+    "TwilioKeyDetector": r"AC[a-z0-9]{32}|SK[a-z0-9]{32}",
+}
+_COMPILED_GATES = {name: re.compile(gate) for name, gate in _GATES.items()}
+#: Every kept plugin's pattern but the private-key header's and the JWT's (gated on their
+#: literals) needs a run of ten token characters holding a digit, a symbol or an inner
+#: capital, or a run of twenty: a line without one runs no plugin at all.
+_TOKEN_RUN = re.compile(r"[A-Za-z0-9_\-+/=.]{10,}")
+_LITERALS = ("PRIVATE KEY", "PuTTY", "eyJ")
+
+
+@lru_cache(maxsize=1)
+def _all_gated(count: int) -> bool:
+    """Whether every plugin in use has a gate (a plugin without one runs on every line)."""
+    from detect_secrets.settings import get_plugins
+
+    return count == len(get_plugins()) and all(
+        type(plugin).__name__ in _GATES for plugin in get_plugins()
+    )
+
+
+def _may_hold_a_token(line: str) -> bool:
+    if any(literal in line for literal in _LITERALS):
+        return True
+    for m in _TOKEN_RUN.finditer(line):
+        run = m.group()
+        if len(run) >= 20 or not run.isalpha() or not run[1:].islower():
+            return True
+    return False
+
+
+#: How deep views of views go (base64 inside base64), and how many a field may have.
+_MAX_DEPTH = 2
+_MAX_VIEWS = 32
 #: detect-secrets keeps its settings (the plugins a scan uses) in one process-wide global.
 #: Swapping them per scan (``transient_settings``) costs milliseconds and races: two
 #: threads scanning at once see each other's restore, and a scan can run with no plugin at
@@ -69,8 +147,8 @@ def _plugins() -> tuple[dict[str, str], ...]:
     return tuple({"name": name} for name in names if name not in _DISABLED)
 
 
-def _types_in(line: str) -> Iterator[str]:
-    """The secret types the plugins find in one line.
+def _plugin_secrets(line: str) -> Iterator[tuple[str, str | None]]:
+    """The (secret type, value) pairs the plugins find in one line.
 
     What detect-secrets' ``scan_line`` does, less its per-call costs: it re-reads every
     plugin's signature to inject arguments and clears a global filter cache on every line
@@ -80,34 +158,123 @@ def _types_in(line: str) -> Iterator[str]:
     from detect_secrets.settings import get_plugins
     from detect_secrets.util.code_snippet import get_code_snippet
 
+    plugins = get_plugins()
+    if not _may_hold_a_token(line) and _all_gated(len(plugins)):
+        return
     context = get_code_snippet(lines=[line], line_number=1)
-    for plugin in get_plugins():
+    for plugin in plugins:
+        gate = _COMPILED_GATES.get(type(plugin).__name__)
+        if gate is not None and not gate.search(line):
+            continue
         for secret in plugin.analyze_line(
             filename=_ADHOC, line=line, line_number=0, context=context
         ):
-            yield str(secret.type)
+            yield str(secret.type), secret.secret_value
+
+
+def _types_in(line: str) -> Iterator[str]:
+    """The secret types the plugins find in one line, as ``scan_line`` reports them."""
+    for secret_type, _ in _plugin_secrets(line):
+        yield secret_type
+
+
+_JWT, _AWS_KEY_ID = "JSON Web Token", "AWS Access Key"
+_JWT_EXAMPLES = ("john doe", "jane doe", "1234567890", "jwt.io", "example")
+
+
+def _is_example(secret_type: str, value: str | None) -> bool:
+    """A plugin's finding that documentation shows: a mask, an ``...EXAMPLE`` key, the
+    jwt.io sample token (its payload names John Doe or subject 1234567890)."""
+    if not value:
+        return False
+    if secret_type == _JWT:
+        parts = value.split(".")
+        try:
+            payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
+            claims = json.loads(payload)
+        except (IndexError, ValueError, binascii.Error):
+            return False
+        text = json.dumps(claims).lower()
+        return any(marker in text for marker in _JWT_EXAMPLES)
+    if secret_type == _AWS_KEY_ID:
+        # AWS's own example key id (``AKIAIOSFODNN7EXAMPLE``) stays refused: a key id is
+        # an identifier rather than the secret, clients and tests use that one as the
+        # credential a write must never store, and the secret key beside it in the same
+        # documentation is recognised as an example.
+        return is_mask(value)
+    return is_documentation_example(value)
+
+
+_TOKEN_CHARS = re.compile(r"[A-Za-z0-9_\-+/=.~$]*")
+
+
+def _whole_token(line: str, value: str | None) -> str | None:
+    """The token of the line a plugin's value is part of: plugins whose pattern has a
+    group report only that group ("ghp" of ``ghp_XXXX...``)."""
+    if not value:
+        return value
+    at = line.find(value)
+    if at < 0:
+        return value
+    start = at
+    while start > 0 and _TOKEN_CHARS.fullmatch(line[start - 1]):
+        start -= 1
+    tail = _TOKEN_CHARS.match(line, at)
+    end = tail.end() if tail else at + len(value)
+    return line[start:end] or value
+
+
+def _line_types(line: str) -> Iterator[str]:
+    for secret_type, value in _plugin_secrets(line):
+        if not _is_example(secret_type, _whole_token(line, value)):
+            yield secret_type
+    yield from matches(line)
+
+
+def _scan(text: str, depth: int, budget: list[int]) -> Iterator[str]:
+    """The secret types in a text, its views included (until one is found)."""
+    clean = normalise(text)
+    found = False
+    for line in clean.splitlines() or [clean]:
+        for secret_type in _line_types(line):
+            found = True
+            yield secret_type
+    for secret_type in split_tokens(clean):
+        found = True
+        yield secret_type
+    if found or depth >= _MAX_DEPTH or len(clean) > MAX_VIEW_CHARS:
+        return
+    for view in unwrapped(clean):
+        if budget[0] <= 0:
+            return
+        budget[0] -= 1
+        for secret_type in _scan(view, depth + 1, budget):
+            found = True
+            yield secret_type
+        if found:
+            return
 
 
 def find_secrets(fields: Iterable[tuple[str, str]]) -> list[SecretFinding]:
-    """Scan each ``(field name, text)`` line by line; return one finding per type and field."""
+    """Scan each ``(field name, text)``; return one finding per type and field."""
     findings: list[SecretFinding] = []
     seen: set[tuple[str, str]] = set()
     # No filters: detect-secrets' heuristics exist to cut noise in source code,
     # and here a false negative stores a credential.
     _configure()
     for field, text in fields:
-        for line in normalise(text).splitlines() or [text]:
-            for secret_type in (*_types_in(line), *matches(line)):
-                key = (field, secret_type)
-                if key not in seen:
-                    seen.add(key)
-                    findings.append(SecretFinding(field=field, secret_type=secret_type))
+        for secret_type in _scan(text, 0, [_MAX_VIEWS]):
+            key = (field, secret_type)
+            if key not in seen:
+                seen.add(key)
+                findings.append(SecretFinding(field=field, secret_type=secret_type))
     return findings
 
 
 def text_fields(value: Any, path: str) -> list[tuple[str, str]]:
     """Every string of a JSON-like value, keys included, named by where it sits
-    (``state.notes[2]``): what a run's state or budget stores."""
+    (``state.notes[2]``): what a run's state or budget stores, as the personal-data
+    scan reads it. The secret scan reads ``structured_fields`` instead."""
     out: list[tuple[str, str]] = []
     if isinstance(value, str):
         out.append((path, value))
@@ -119,6 +286,14 @@ def text_fields(value: Any, path: str) -> list[tuple[str, str]]:
         for i, item in enumerate(value):
             out += text_fields(item, f"{path}[{i}]")
     return out
+
+
+def structured_fields(value: Any, path: str) -> list[tuple[str, str]]:
+    """What the secret scan reads of a JSON-like value (a run's state, budget, pending
+    approvals): every key, and every string and number *with the names it is stored
+    under* (``state.db.password`` reads ``db.password: ...``), so that a name that calls
+    its value a secret and a value that looks like one are judged together."""
+    return structured(value, path)
 
 
 def refuse_secrets(fields: Iterable[tuple[str, str | None]], what: str) -> None:

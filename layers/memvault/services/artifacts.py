@@ -7,6 +7,15 @@ service holds the rules: scopes, limits and media types, the upload window, what
 checks, who may read, and that an artifact lives while anything references it. Objects
 are addressed ``<tenant>/<subject>/<artifact_id>`` and encrypted under the tenant's key
 with the encryption context ``{"tenant_id", "artifact_id"}``.
+
+An upload URL dies with its artifact's commit and with its deletion. The local object
+server asks before and after it stores a PUT (``upload_open``, ``settle_upload``). A
+presigned S3 PUT cannot be revoked, so a deleted artifact's row stays (DELETED, served to
+no one) until every upload URL issued for it has expired, and each sweep until then
+removes whatever arrived under its key (``_remove_when_done``): nothing written through
+an old URL outlives the sweep after its expiry. After a commit, a PUT through a URL
+still valid on S3 adds a version that is never served (downloads are pinned to the
+committed one) and goes with the artifact.
 """
 
 from __future__ import annotations
@@ -17,7 +26,7 @@ import json
 from datetime import datetime, timedelta
 from typing import Protocol
 
-from memvault.clock import Clock, IdSource, covered_by, made_after_forget
+from memvault.clock import Clock, IdSource, made_after_forget
 from memvault.config import Settings
 from memvault.errors import (
     ArtifactReferenced,
@@ -27,7 +36,9 @@ from memvault.errors import (
     MediaTypeNotAllowed,
     NotFound,
     PayloadTooLarge,
+    SecretDetected,
     UploadIncomplete,
+    VersionConflict,
 )
 from memvault.models.access import AccessContext, Scope
 from memvault.models.artifact import (
@@ -50,9 +61,13 @@ from memvault.observability import logger
 from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import ForgetState
 from memvault.storage.ports.objects import ObjectRef, ObjectStore
 
 _NOT_FOUND = "no such artifact for this subject"
+#: Seconds past an upload URL's expiry that the service still expects a PUT through it:
+#: the clock skew between the signer and the object store.
+URL_CLOCK_SKEW = 300
 
 
 class DeletionJobRecorder(Protocol):
@@ -62,6 +77,8 @@ class DeletionJobRecorder(Protocol):
     def put_job(self, job: DeletionJob) -> None: ...
 
     def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None: ...
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState: ...
 
 
 def _ref(record: ArtifactRecord) -> ObjectRef:
@@ -96,6 +113,14 @@ class ArtifactService:
     ) -> tuple[ArtifactOut, bool]:
         ctx.require(Scope.ARTIFACTS_WRITE)
         ctx.require_subject(subject_id)
+        if body.sensitivity is Sensitivity.SECRET:
+            # As for a memory: a secret is never stored (and one above every ceiling
+            # would be absent even to its owner's commit and delete).
+            raise SecretDetected(
+                "secrets are never stored as artifacts; keep them in a secret manager and "
+                "store a reference to it instead",
+                {"field": "sensitivity"},
+            )
         refuse_secrets(
             [("request_id", body.request_id), ("name", body.name), ("media_type", body.media_type)],
             "the artifact's metadata",
@@ -119,6 +144,8 @@ class ArtifactService:
         if receipt is not None:
             return self._replay(ctx, subject_id, receipt, fingerprint), False
         staged_until = _epoch(now + timedelta(seconds=self.settings.staged_upload_seconds))
+        # Staged under the subject's epoch: the upload is kept only if no forget lands first.
+        forgets = self.jobs.forget_state(ctx.tenant_id, subject_id)
         record = ArtifactRecord(
             tenant_id=ctx.tenant_id,
             subject_id=subject_id,
@@ -128,11 +155,12 @@ class ArtifactService:
             sha256=body.sha256,
             state=ArtifactState.STAGED,
             sensitivity=body.sensitivity,
-            created_at=made_after_forget(now, self.jobs.forgotten_at(ctx.tenant_id, subject_id)),
+            created_at=made_after_forget(now, forgets.forgotten_at),
             created_by=ctx.principal,
             name=body.name,
             retention_days=body.retention_days,
             staged_until=staged_until,
+            subject_epoch=forgets.epoch,
         )
         try:
             self.store.stage(
@@ -141,6 +169,13 @@ class ArtifactService:
                 now,
             )
         except ConditionFailed as failed:
+            if Conflict.EPOCH in failed:
+                # The subject was forgotten meanwhile: nothing was stored (as for a memory).
+                raise VersionConflict(
+                    "the subject was forgotten while this upload was being started; nothing "
+                    "was stored",
+                    {"reason": "subject_forgotten"},
+                ) from None
             again = self.store.receipt(ctx.tenant_id, subject_id, body.request_id, now)
             if Conflict.IDEMPOTENCY not in failed or again is None:
                 raise
@@ -280,7 +315,7 @@ class ArtifactService:
             )
         now = self.clock.now()
         try:
-            self.store.mark_deleted(ctx.tenant_id, subject_id, artifact_id)
+            self.store.mark_deleted(ctx.tenant_id, subject_id, artifact_id, at=now)
         except ConditionFailed as failed:
             if Conflict.ABSENT in failed:
                 raise NotFound(_NOT_FOUND, {"artifact_id": artifact_id}) from None
@@ -289,7 +324,8 @@ class ArtifactService:
                 {"artifact_id": artifact_id},
             ) from None
         # If this fails midway the row already says DELETED (never served again) and the
-        # sweeper removes what is left of the object, then the row.
+        # sweeper removes what is left of the object, then the row: not before every
+        # upload URL issued for it has expired (``_remove_when_done``).
         removed = self.objects.delete_all(_ref(record))
         job = DeletionJob(
             deletion_id=self.ids.new_id("del"),
@@ -311,7 +347,8 @@ class ArtifactService:
             ],
         )
         self.jobs.put_job(job)
-        self.store.remove(ctx.tenant_id, subject_id, artifact_id)
+        # The row stays DELETED (served to no one) until every upload URL issued for it
+        # has expired; the sweeper then removes it with anything a URL stored meanwhile.
         return job
 
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool:
@@ -326,17 +363,29 @@ class ArtifactService:
         )
         return True
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
-        """Forgetting a subject at ``before`` deletes every artifact of theirs made by
-        then, referenced or not; later uploads are not the forget's."""
-        forgotten = self.store.forget_subject(tenant_id, subject_id, before)
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> int:
+        """Forgetting a subject at ``before`` (retiring ``retired_epoch``) deletes every
+        artifact of theirs the forget covers, referenced or not; later uploads are not
+        the forget's."""
+        forgotten = self.store.forget_subject(
+            tenant_id, subject_id, before, retired_epoch=retired_epoch
+        )
         for artifact_id in forgotten:
             self._purge(ObjectRef(tenant_id, subject_id, artifact_id))
         return len(forgotten)
 
     def sweep_staged(self, now: datetime | None = None) -> int:
         """Remove uploads staged and never committed within their window, and what is left
-        of deleted artifacts, objects included."""
+        of deleted artifacts, objects included; returns how many rows went. A deleted
+        artifact's objects are removed again on every round until no upload URL issued
+        for it can store bytes any more, and only then its row (``_purge``)."""
         cutoff = now or self.clock.now()
         swept = 0
         for record in self.store.sweepable(cutoff):
@@ -345,17 +394,95 @@ class ArtifactService:
                 record.tenant_id, record.subject_id, record.artifact_id, cutoff
             ):
                 continue
-            self._purge(_ref(record))
-            swept += 1
+            removed = self.objects.delete_all(_ref(record))
+            if removed and record.state is ArtifactState.DELETED:
+                logger.info(
+                    "objects under a deleted artifact removed",
+                    extra={
+                        "tenant_id": record.tenant_id,
+                        "artifact_id": record.artifact_id,
+                        "count": removed,
+                    },
+                )
+            swept += self._remove_when_done(_ref(record), cutoff)
         return swept
 
     def _purge(self, ref: ObjectRef) -> int:
-        """Every object version of a DELETED artifact, then its row."""
+        """Every object version of a DELETED artifact, then its row once it is done."""
         removed = self.objects.delete_all(ref)
-        self.store.remove(ref.tenant_id, ref.subject_id, ref.artifact_id)
+        self._remove_when_done(ref, self.clock.now())
         return removed
 
+    def _remove_when_done(self, ref: ObjectRef, now: datetime) -> bool:
+        """Remove a DELETED artifact's row once no upload URL issued for it can store
+        bytes any more. A presigned S3 PUT cannot be revoked: a client holding one may
+        write the declared bytes again after the delete, under the artifact's key, where
+        nothing references them. Until the last URL expired the row stays (DELETED,
+        served to no one) and each sweep removes whatever arrived; the last sweep runs
+        after the last URL died, so nothing can arrive after it. (The local object server
+        refuses such a PUT outright: ``upload_open``.)"""
+        record = self.store.artifact(ref.tenant_id, ref.subject_id, ref.artifact_id)
+        if record is None or record.state is not ArtifactState.DELETED:
+            return False
+        if _epoch(now) <= self._last_upload_at(record):
+            return False
+        # The final pass: whatever a URL stored since the last one goes with the row.
+        self.objects.delete_all(ref)
+        return self.store.remove(ref.tenant_id, ref.subject_id, ref.artifact_id)
+
+    def _last_upload_at(self, record: ArtifactRecord) -> int:
+        """Epoch seconds by which every upload URL issued for the artifact has expired.
+        URLs are issued only while it is STAGED: at the start, and on a replay while its
+        window is open; so the last one was issued by the end of its window
+        (``staged_until``; a delete or a forget closes it then), or by its commit."""
+        if record.staged_until is not None:
+            closed = record.staged_until
+        else:
+            closed = _epoch(record.committed_at or record.created_at)
+        return closed + self.settings.upload_url_seconds + URL_CLOCK_SKEW
+
+    # ----------------------------------------------------------- upload URLs
+
+    def upload_open(self, ref: ObjectRef) -> bool:
+        """Whether an upload URL for ``ref`` may still store bytes: only while its artifact
+        is STAGED, its window open and its subject not forgotten since. A URL dies with
+        its artifact's commit and with its deletion (the local object server asks this
+        before it stores anything)."""
+        record = self.store.artifact(ref.tenant_id, ref.subject_id, ref.artifact_id)
+        return record is not None and self._takes_uploads(record)
+
+    def settle_upload(self, ref: ObjectRef, version: str) -> bool:
+        """After ``version`` arrived under ``ref``: keep it while its artifact is STAGED,
+        or committed at exactly this version (a commit that read it as it landed);
+        otherwise remove it (the artifact was committed or deleted while the bytes
+        streamed in) and return False."""
+        record = self.store.artifact(ref.tenant_id, ref.subject_id, ref.artifact_id)
+        kept = record is not None and (
+            self._takes_uploads(record)
+            or (record.state is ArtifactState.COMMITTED and record.version == version)
+        )
+        if not kept:
+            self.objects.delete_version(ref, version)
+            logger.info(
+                "upload refused: its artifact was committed or deleted",
+                extra={"tenant_id": ref.tenant_id, "artifact_id": ref.artifact_id},
+            )
+        return kept
+
+    def _takes_uploads(self, record: ArtifactRecord) -> bool:
+        return (
+            record.state is ArtifactState.STAGED
+            and (record.staged_until or 0) >= _epoch(self.clock.now())
+            and not self._forgotten(record)
+        )
+
     # ---------------------------------------------------------------- helpers
+
+    def _forgotten(self, record: ArtifactRecord) -> bool:
+        """Whether the artifact is a forget's: started under a subject epoch retired since
+        (one started before artifacts carried it: made by the last forget's time)."""
+        state = self.jobs.forget_state(record.tenant_id, record.subject_id)
+        return state.covers(record.subject_epoch, record.created_at)
 
     def _row(self, ctx: AccessContext, subject_id: str, artifact_id: str) -> ArtifactRecord:
         """The artifact, if the caller may read it. Above the caller's ``max_sensitivity``
@@ -367,7 +494,7 @@ class ArtifactService:
             record is None
             or record.state is ArtifactState.DELETED
             or not ctx.may_read(record.sensitivity, [])
-            or covered_by(record.created_at, self.jobs.forgotten_at(ctx.tenant_id, subject_id))
+            or self._forgotten(record)
         ):
             raise NotFound(_NOT_FOUND, {"artifact_id": artifact_id})
         return record

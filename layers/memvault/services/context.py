@@ -118,22 +118,46 @@ class RecallOrCurrent:
 
 #: Line breaks of every kind, folded so that stored text occupies one line of the rendering.
 _BREAKS = re.compile(r"\r\n|[\n\r\v\f\x1c-\x1e\x85\u2028\u2029]")
-#: Chat-template and role markers a model may take for the start of a new turn.
+#: The brackets chat templates write their markers with, and the look-alikes that NFKC
+#: (which some tokenizers apply first) folds into them: fullwidth and small forms.
+_ANGLE_OPEN, _ANGLE_CLOSE = "<\uff1c\ufe64", ">\uff1e\ufe65"
+_SQUARE_OPEN, _SQUARE_CLOSE = "[\uff3b", "]\uff3d"
+#: ``|`` and the fullwidth bar (U+FF5C) DeepSeek's markers use (``<\uff5cUser\uff5c>``).
+_BARS = "|\uff5c"
+#: Chat-template, role and special-token markers a model may take for a new turn. Not a
+#: list of known strings (each model family adds its own): any short tag in angle
+#: brackets that begins with a name or a bar, whatever its name, spelling or bars
+#: (``<|im_start|>``, DeepSeek's ``<\uff5cAssistant\uff5c>`` and
+#: ``<\uff5cbegin\u2581of\u2581sentence\uff5c>``, Gemma's ``<start_of_turn>`` and
+#: ``<end_of_turn>``, ``<s>``, ``</system>``, ``<tool_call>``, ``<<SYS>>``), and an
+#: upper-case name in square brackets (``[INST]``, ``[/SYSTEM_PROMPT]``, ``[TOOL_CALLS]``).
+#: Brackets around other text (``x < y > z``, ``a <= b``, ``[1]``) are left as written.
 _TURN_MARKERS = re.compile(
-    r"<\|[^|>]{0,40}\|>|\[/?INST\]|<</?SYS>>|</?(?:system|assistant|user|policy|instructions?)\b[^>]{0,40}>",
-    re.IGNORECASE,
+    rf"[{re.escape(_ANGLE_OPEN)}]{{1,2}}/?(?:[{re.escape(_BARS)}]|[^\W\d])"
+    rf".{{0,64}}?[{re.escape(_ANGLE_CLOSE)}]{{1,2}}"
+    rf"|[{re.escape(_SQUARE_OPEN)}]/?(?:[A-Z][A-Z0-9_]{{1,31}}|(?i:inst|sys))"
+    rf"[{re.escape(_SQUARE_CLOSE)}]"
 )
 
 
-#: Their brackets become single angle quotation marks and white square brackets.
-_DEFANG = str.maketrans({"<": "\u2039", ">": "\u203a", "[": "\u27e6", "]": "\u27e7"})
+#: Their brackets become single angle quotation marks and white square brackets, which
+#: no template uses and NFKC leaves as they are.
+_DEFANG = str.maketrans(
+    {
+        **dict.fromkeys(_ANGLE_OPEN, "\u2039"),
+        **dict.fromkeys(_ANGLE_CLOSE, "\u203a"),
+        **dict.fromkeys(_SQUARE_OPEN, "\u27e6"),
+        **dict.fromkeys(_SQUARE_CLOSE, "\u27e7"),
+    }
+)
 
 
 def as_data(text: str) -> str:
     """Stored text (memories, session messages, evidence, run fields) made safe to show as
     data: one line (breaks become " ⏎ "), no control or invisible format characters, and
-    chat-template or role markers defanged (the brackets of ``<|im_start|>``, ``[INST]``
-    or ``<system>`` become look-alike quotes, so no template parses them).
+    chat-template, role or special-token markers of any model family defanged (the
+    brackets of ``<|im_start|>``, ``<\uff5cUser\uff5c>``, ``<start_of_turn>``, ``[INST]`` or
+    ``<system>`` become look-alike quotes, so no template parses them: ``_TURN_MARKERS``).
 
     Every stored text field is a hostile caller's input: without this, a memory holding
     "\n### policy\nIgnore the rules" would start a section of its own in the rendering.
@@ -214,6 +238,8 @@ def render_run(cp: Checkpoint) -> str:
         parts.append(
             "budget: " + ", ".join(f"{as_data(k)}={v:g}" for k, v in sorted(cp.budget.items()))
         )
+    if cp.withheld:
+        parts.append(f"withheld (above this token's ceiling): {', '.join(cp.withheld)}")
     return "\n".join(parts)
 
 

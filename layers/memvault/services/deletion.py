@@ -66,10 +66,24 @@ def _chains_in_scope(repo: MemoryRecords, job: DeletionJob) -> tuple[list[Chain]
     return [c for c in chains if c.subject_epoch <= retired], retired
 
 
+def retired_epoch(job: DeletionJob) -> int | None:
+    """The subject epoch a forget retired (its job's target, ``epoch:<n>``): what its purge
+    of sessions, runs and artifacts takes (``purged_by``)."""
+    target = job.target.removeprefix("epoch:")
+    return int(target) if job.scope is DeletionScope.SUBJECT and target.isdigit() else None
+
+
 class ArtifactReleaser(Protocol):
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool: ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int: ...
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> int: ...
 
 
 class ArtifactsStep:
@@ -85,7 +99,9 @@ class ArtifactsStep:
 
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is DeletionScope.SUBJECT:
-            gone = self.releaser.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
+            gone = self.releaser.forget_subject(
+                job.tenant_id, job.subject_id, job.requested_at, retired_epoch=retired_epoch(job)
+            )
             return StepResult(
                 CopyState.DONE if gone else CopyState.NOT_APPLICABLE,
                 f"{gone} artifact(s) of the subject deleted",
@@ -245,9 +261,9 @@ class CacheStep:
 
 
 class SessionsStep:
-    """Forgetting a subject ends every session of theirs begun by the time of the forget
-    (messages and summaries; later sessions are not the forget's); a single memory's
-    deletion leaves sessions alone (they have their own lifetime)."""
+    """Forgetting a subject ends every session of theirs begun under the epoch it retired
+    (or earlier; messages and summaries; later sessions are not the forget's); a single
+    memory's deletion leaves sessions alone (they have their own lifetime)."""
 
     copy = "sessions"
 
@@ -257,14 +273,16 @@ class SessionsStep:
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "sessions are not in a memory's scope")
-        removed = self.store.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
+        removed = self.store.forget_subject(
+            job.tenant_id, job.subject_id, job.requested_at, retired_epoch=retired_epoch(job)
+        )
         return StepResult(CopyState.DONE, f"{removed} session item(s) deleted", removed)
 
 
 class RunsStep:
-    """Forgetting a subject deletes the run state of their runs created by the time of the
-    forget (checkpoints, versions, operations, events); their artifacts went with the
-    artifacts step."""
+    """Forgetting a subject deletes the run state of their runs created under the epoch it
+    retired or earlier (checkpoints, versions, operations, events); their artifacts went
+    with the artifacts step."""
 
     copy = "runs"
 
@@ -274,7 +292,9 @@ class RunsStep:
     def run(self, job: DeletionJob) -> StepResult:
         if job.scope is not DeletionScope.SUBJECT:
             return StepResult(CopyState.NOT_APPLICABLE, "run state is not in a memory's scope")
-        gone = self.runs.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
+        gone = self.runs.forget_subject(
+            job.tenant_id, job.subject_id, job.requested_at, retired_epoch=retired_epoch(job)
+        )
         return StepResult(
             CopyState.DONE if gone.runs else CopyState.NOT_APPLICABLE,
             f"{gone.runs} run(s), {gone.records} item(s) deleted",

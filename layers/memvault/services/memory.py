@@ -704,7 +704,7 @@ class MemoryService:
                 if current is None or not ctx.may_read(current.sensitivity, current.visibility):
                     raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
             if not chain.live:
-                return self._existing_job(ctx, chain)  # deleting twice is one deletion
+                return self._existing_job(ctx, chain, memory_id)  # twice is one deletion
             job = self._new_job(ctx, subject_id, DeletionScope.MEMORY, chain.chain_id)
             release = (
                 bool(chain.fact)
@@ -850,11 +850,15 @@ class MemoryService:
             ],
         )
 
-    def _existing_job(self, ctx: AccessContext, chain: Chain) -> DeletionJob:
-        """Deleting again is the same deletion; an unfinished purge is resumed."""
+    def _existing_job(self, ctx: AccessContext, chain: Chain, memory_id: str) -> DeletionJob:
+        """Deleting again is the same deletion, for the principal that asked for it; an
+        unfinished purge is resumed. To anyone else a deleted id is absent exactly as an
+        id never used is (the purged versions no longer say who may read them, and a
+        deletion answered to a caller who may not read the memory told it the memory
+        had existed)."""
         job = self.repo.job(ctx.tenant_id, chain.deletion_id or "")
-        if job is None:
-            raise NotFound(_NOT_FOUND, {"chain_id": chain.chain_id})
+        if job is None or job.requested_by != ctx.principal:
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
         if job.status is not DeletionState.COMPLETED:
             return self._launch(job)
         return job

@@ -12,14 +12,16 @@ import base64
 import binascii
 import hashlib
 import json
+import re
 from dataclasses import dataclass, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from memvault.clock import Clock, covered_by, iso, made_after_forget, parse_iso
+from memvault.clock import Clock, iso, made_after_forget, parse_iso
 from memvault.config import Settings
 from memvault.errors import (
     ArtifactNotCommitted,
+    ConsentRequired,
     Forbidden,
     IdempotencyKeyReused,
     IllegalTransition,
@@ -30,7 +32,9 @@ from memvault.errors import (
     VersionConflict,
 )
 from memvault.models.access import AccessContext, Scope
+from memvault.models.memory import Sensitivity
 from memvault.models.run import (
+    CONTENT_FIELDS,
     KNOWN_EVENTS,
     OPERATION_TRANSITIONS,
     TERMINAL,
@@ -46,7 +50,8 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
-from memvault.policy.secrets import refuse_secrets, text_fields
+from memvault.policy.pii import find_pii
+from memvault.policy.secrets import refuse_secrets, structured_fields, text_fields
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import SubjectForgets
 from memvault.storage.ports.runs import (
@@ -55,6 +60,7 @@ from memvault.storage.ports.runs import (
     EventReceipt,
     RunStore,
     StoredRun,
+    epoch_of,
     run_key,
 )
 
@@ -131,18 +137,27 @@ class RunService:
     ) -> tuple[str, StoredRun | None]:
         """The run's storage key and its current head, read once: under its subject
         (``run_key``), or its bare id for a run kept before ids were scoped by subject,
-        when that run is this subject's. A run created by the time its subject was last
-        forgotten is that forget's: absent (None) from the forget on, before its purge."""
+        when that run is this subject's. A run created under a subject epoch a forget
+        retired since is that forget's: absent (None) from the forget on, before its
+        purge. A run kept before runs carried their epoch is a forget's when it was created
+        by its time, and otherwise takes the current epoch: every write to it from now on
+        is conditioned on it and keeps it."""
+        # Read first: a write decided on this head commits only while the epoch lasts.
+        forgets = self.forgets.forget_state(tenant_id, subject_id)
         key = run_key(subject_id, run_id)
         head = self.store.head(tenant_id, key, now=now)
         if head is None:
             legacy = self.store.head(tenant_id, run_id, now=now)
             if legacy is not None and legacy.checkpoint.subject_id == subject_id:
                 key, head = run_id, legacy
-        if head is not None and covered_by(
-            head.checkpoint.created_at, self.forgets.forgotten_at(tenant_id, subject_id)
-        ):
+        if head is None:
             return key, None
+        cp = head.checkpoint
+        if forgets.covers(cp.subject_epoch, cp.created_at):
+            return key, None
+        if cp.subject_epoch is None:
+            adopted = cp.model_copy(update={"subject_epoch": forgets.epoch})
+            head = replace(head, checkpoint=adopted)
         return key, head
 
     @staticmethod
@@ -161,15 +176,21 @@ class RunService:
             [
                 ("run_id", run_id),
                 ("plan_version", body.plan_version),
-                *text_fields(body.budget, "budget"),
+                *structured_fields(body.budget, "budget"),
             ],
             "the run",
         )
-        # Created after any forget of the subject its caller could have seen.
-        now = made_after_forget(
-            self.clock.now(), self.forgets.forgotten_at(ctx.tenant_id, body.subject_id)
+        personal = _personal_fields(
+            [("plan_version", body.plan_version), *text_fields(body.budget, "budget")],
+            body.consent,
+            "the run",
         )
-        fingerprint = _digest(body.model_dump(mode="json"))
+        # Created under the subject's epoch (the write commits only while it lasts) and
+        # after any forget of the subject its caller could have seen.
+        forgets = self.forgets.forget_state(ctx.tenant_id, body.subject_id)
+        now = made_after_forget(self.clock.now(), forgets.forgotten_at)
+        # Consent is no part of the run: the same payload with or without it is one run.
+        fingerprint = _digest(body.model_dump(mode="json", exclude={"consent"}))
         checkpoint = Checkpoint(
             run_id=run_id,
             subject_id=body.subject_id,
@@ -183,11 +204,15 @@ class RunService:
             artifact_refs=[],
             created_at=now,
             updated_at=now,
+            pii_fields=sorted(personal),
+            subject_epoch=forgets.epoch,
         )
         key, _ = self._key(ctx.tenant_id, body.subject_id, run_id, now)
         try:
             self.store.create(ctx.tenant_id, _keyed(checkpoint, key), fingerprint)
-        except ConditionFailed:
+        except ConditionFailed as refused:
+            if Conflict.EPOCH in refused:
+                raise _forgotten_meanwhile("run") from None
             _, existing = self._key(ctx.tenant_id, body.subject_id, run_id, now)
             if existing is None:  # the subject's own run with this id, expired or forgotten
                 raise IdempotencyKeyReused(_ID_TAKEN, {"run_id": run_id}) from None
@@ -198,7 +223,7 @@ class RunService:
                 ) from None
             return self.get(ctx, run_id, body.subject_id), False
         logger.info("run created", extra={"tenant_id": ctx.tenant_id, "run_id": run_id})
-        return checkpoint, True
+        return _shown(ctx, checkpoint), True
 
     # --------------------------------------------------------------------- read
 
@@ -206,7 +231,7 @@ class RunService:
         ctx.require(Scope.RUNS_WRITE)
         key, stored = self._load(ctx, run_id, subject_id)
         ops = self.store.operations(ctx.tenant_id, key, now=self.clock.now())
-        return stored.checkpoint.model_copy(update={"operations": ops})
+        return _shown(ctx, stored.checkpoint.model_copy(update={"operations": ops}))
 
     def version(
         self, ctx: AccessContext, run_id: str, version: int, subject_id: str | None = None
@@ -217,7 +242,7 @@ class RunService:
         found = self.store.version(ctx.tenant_id, key, version, now=self.clock.now())
         if found is None:
             raise NotFound("no such version of this run", {"run_id": run_id, "version": version})
-        return _keyed(found, run_id)
+        return _shown(ctx, _keyed(found, run_id))
 
     def events(
         self,
@@ -267,20 +292,31 @@ class RunService:
             [
                 ("step", body.step),
                 ("plan_version", body.plan_version),
-                *text_fields(body.pending_approvals or [], "pending_approvals"),
-                *text_fields(body.state or {}, "state"),
-                *text_fields(body.budget or {}, "budget"),
+                *structured_fields(body.pending_approvals or [], "pending_approvals"),
+                *structured_fields(body.state or {}, "state"),
+                *structured_fields(body.budget or {}, "budget"),
             ],
             "the checkpoint",
         )
-        self._check_version(current, body.expected_version)
+        personal = _personal_fields(
+            [
+                ("step", body.step),
+                ("plan_version", body.plan_version),
+                *text_fields(body.state or {}, "state"),
+                *text_fields(body.budget or {}, "budget"),
+            ],
+            body.consent,
+            "the checkpoint",
+        )
+        self._check_version(ctx, current, body.expected_version)
         self._check_transition(current.status, body.status)
         changes: dict[str, Any] = {"status": body.status, "step": body.step}
         for field in ("plan_version", "budget", "pending_approvals", "state", "artifact_refs"):
             value = getattr(body, field)
             if value is not None:
                 changes[field] = value
-        updated = self._next(current, changes)
+        _check_replaceable(ctx, current, changes)
+        updated = self._next(current, changes, personal)
         ttl = self._expiry(updated)
         new_references = _new_references(current, updated)
         try:
@@ -303,7 +339,7 @@ class RunService:
             ) from None
         except ConditionFailed:
             self._check_version(
-                self._load(ctx, run_id, subject_id)[1].checkpoint, body.expected_version
+                ctx, self._load(ctx, run_id, subject_id)[1].checkpoint, body.expected_version
             )
             raise VersionConflict("the run changed while advancing; re-read it") from None
         self._retain(ctx.tenant_id, key, ttl)
@@ -316,7 +352,7 @@ class RunService:
                 "status": updated.status.value,
             },
         )
-        return updated
+        return _shown(ctx, updated)
 
     def _expiry(self, cp: Checkpoint, kept: int | None = None) -> int | None:
         """A finished run's retention (the one it has, else one from now); None while it
@@ -335,12 +371,15 @@ class RunService:
         if ttl is not None:
             self.store.retain(tenant_id, run_id, ttl)
 
-    def _check_version(self, current: Checkpoint, expected: int) -> None:
+    def _check_version(self, ctx: AccessContext, current: Checkpoint, expected: int) -> None:
         if current.version != expected:
             raise VersionConflict(
                 "the run moved on since you read it; re-read the checkpoint and decide "
                 "(do not retry blindly)",
-                {"expected_version": expected, "current": current.model_dump(mode="json")},
+                {
+                    "expected_version": expected,
+                    "current": _shown(ctx, current).model_dump(mode="json"),
+                },
             )
 
     def _check_transition(self, source: RunStatus, target: RunStatus) -> None:
@@ -360,7 +399,16 @@ class RunService:
                 },
             )
 
-    def _next(self, current: Checkpoint, changes: dict[str, Any]) -> Checkpoint:
+    def _next(
+        self, current: Checkpoint, changes: dict[str, Any], personal: frozenset[str] = frozenset()
+    ) -> Checkpoint:
+        """The next version: ``changes`` applied; a field given another value loses its
+        class, and ``personal`` names the new values that hold personal data (consented)."""
+        kept = {
+            f
+            for f in current.pii_fields
+            if changes.get(f, getattr(current, f)) == getattr(current, f)
+        }
         updated = Checkpoint.model_validate(
             {
                 **current.model_dump(),
@@ -368,6 +416,9 @@ class RunService:
                 "version": current.version + 1,
                 "updated_at": self.clock.now(),
                 "operations": [],
+                "pii_fields": sorted(kept | personal),
+                "withheld": [],
+                "subject_epoch": current.subject_epoch,
             }
         )
         size = len(updated.model_dump_json().encode())
@@ -397,6 +448,10 @@ class RunService:
         refuse_secrets(
             [("operation_id", operation_id), ("result_ref", body.result_ref)], "the operation"
         )
+        personal = _personal_fields(
+            [("result_ref", body.result_ref or "")], body.consent, "the operation"
+        )
+        sensitivity = Sensitivity.PII if personal else Sensitivity.INTERNAL
         if body.status is OperationStatus.COMMITTED and body.result_ref is None:
             raise ValidationFailed(
                 "a COMMITTED operation needs its result_ref", {"field": "result_ref"}
@@ -411,7 +466,7 @@ class RunService:
                     current.result_ref,
                     current.result_sha256,
                 ) == (body.result_ref, body.result_sha256):
-                    return current, False  # the same record again: a no-op
+                    return _shown_operation(ctx, current), False  # the same record: a no-op
                 if body.status not in OPERATION_TRANSITIONS[current.status] or (
                     current.status is body.status
                 ):
@@ -419,7 +474,7 @@ class RunService:
                         f"operation {operation_id} is {current.status.value}; it cannot be "
                         f"recorded as {body.status.value}"
                         + (" with another result" if current.status is body.status else ""),
-                        {"current": current.model_dump(mode="json")},
+                        {"current": _shown_operation(ctx, current).model_dump(mode="json")},
                     )
             operation = Operation(
                 operation_id=operation_id,
@@ -427,6 +482,7 @@ class RunService:
                 result_ref=body.result_ref,
                 result_sha256=body.result_sha256,
                 updated_at=parse_iso(iso(now)),  # as stored: milliseconds
+                sensitivity=sensitivity,
             )
             try:
                 self.store.put_operation(
@@ -435,9 +491,10 @@ class RunService:
                     operation,
                     expected=None if current is None else current.status,
                     ttl=ttl,
+                    epoch=epoch_of(stored.checkpoint),
                 )
             except ConditionFailed as refused:
-                if Conflict.ABSENT in refused:  # the run went meanwhile (forgotten)
+                if {Conflict.ABSENT, Conflict.EPOCH} & refused.causes:  # forgotten meanwhile
                     raise NotFound(_NOT_FOUND, {"run_id": run_id}) from None
                 continue  # recorded concurrently: re-read and re-decide
             logger.info(
@@ -449,7 +506,7 @@ class RunService:
                     "status": body.status.value,
                 },
             )
-            return operation, True
+            return _shown_operation(ctx, operation), True
         raise VersionConflict("the operation kept changing; re-read the run and decide")
 
     # ------------------------------------------------------------------- events
@@ -489,7 +546,7 @@ class RunService:
                     "event_id": event.event_id,
                     "duplicate": True,
                     "applied": receipt.applied,
-                    "checkpoint": current,
+                    "checkpoint": _shown(ctx, current),
                 }
             changes = self._effect(current, event)
             updated = current if changes is None else self._next(current, changes)
@@ -506,7 +563,11 @@ class RunService:
             try:
                 if changes is None:
                     self.store.record_event(
-                        ctx.tenant_id, key, new_receipt, at_version=current.version
+                        ctx.tenant_id,
+                        key,
+                        new_receipt,
+                        at_version=current.version,
+                        epoch=epoch_of(current),
                     )
                 else:
                     self.store.advance(
@@ -525,7 +586,7 @@ class RunService:
                 "event_id": event.event_id,
                 "duplicate": False,
                 "applied": changes is not None,
-                "checkpoint": updated,
+                "checkpoint": _shown(ctx, updated),
             }
         raise VersionConflict("the run kept changing while the event was applied; deliver again")
 
@@ -550,9 +611,89 @@ class RunService:
         return {"status": status, "step": cp.step, "pending_approvals": pending}
 
 
+def _forgotten_meanwhile(what: str) -> VersionConflict:
+    """A new record's write that a forget of its subject overtook: what was sent before the
+    forget must not outlive it (as for a memory). Nothing was stored."""
+    return VersionConflict(
+        f"the subject was forgotten while this {what} was being created; nothing was stored",
+        {"reason": "subject_forgotten"},
+    )
+
+
 def _keyed(cp: Checkpoint, run_id: str) -> Checkpoint:
     """The checkpoint under another run id: its storage key going in, its public id out."""
     return cp if cp.run_id == run_id else cp.model_copy(update={"run_id": run_id})
+
+
+def _personal_fields(
+    fields: list[tuple[str, str | None]], consent: bool, what: str
+) -> frozenset[str]:
+    """The top-level fields (``state``, ``budget``, ``step``...) whose text holds personal
+    data, kept only with the subject's consent: the write policy of long-term memory and
+    sessions, applied to run state."""
+    found = find_pii((name, text) for name, text in fields if text)
+    if found and not consent:
+        raise ConsentRequired(
+            f"{what} contains personal data; it can be kept only with the subject's "
+            "consent (set consent: true once it is given)",
+            {
+                "reason": "pii",
+                "pii_types": sorted({p.pii_type for p in found}),
+                "fields": sorted({p.field for p in found}),
+            },
+        )
+    return frozenset(re.split(r"[.\[ ]", p.field, maxsplit=1)[0] for p in found)
+
+
+def _field_class(cp: Checkpoint, field: str) -> Sensitivity:
+    return Sensitivity.PII if field in cp.pii_fields else Sensitivity.INTERNAL
+
+
+def _unreadable(ctx: AccessContext, cp: Checkpoint) -> list[str]:
+    """The content fields above the caller's ceiling, in their declared order."""
+    return [f for f in CONTENT_FIELDS if not ctx.may_read(_field_class(cp, f), [])]
+
+
+#: What a withheld field is answered as: its empty value.
+_EMPTY: dict[str, Any] = {
+    "step": "",
+    "plan_version": "",
+    "budget": {},
+    "pending_approvals": [],
+    "state": {},
+    "artifact_refs": [],
+}
+
+
+def _shown(ctx: AccessContext, cp: Checkpoint) -> Checkpoint:
+    """The checkpoint as the caller may see it: each content field above its ceiling
+    answered empty and named in ``withheld``, each operation likewise. The run's control
+    state (status, version, times) is shown to every reader of the run."""
+    hidden = _unreadable(ctx, cp)
+    ops = [_shown_operation(ctx, o) for o in cp.operations]
+    return cp.model_copy(
+        update={**{f: _EMPTY[f] for f in hidden}, "withheld": hidden, "operations": ops}
+    )
+
+
+def _shown_operation(ctx: AccessContext, op: Operation) -> Operation:
+    if ctx.may_read(op.sensitivity, []) or op.result_ref is None:
+        return op
+    return op.model_copy(update={"result_ref": None, "withheld": ["result_ref"]})
+
+
+def _check_replaceable(ctx: AccessContext, current: Checkpoint, changes: dict[str, Any]) -> None:
+    """A caller replaces only content it may read: a client that writes back what it
+    read would otherwise overwrite a withheld field with the empty value it was shown.
+    A field it leaves out is kept as it is."""
+    replaced = [f for f in _unreadable(ctx, current) if f in changes]
+    if replaced:
+        raise Forbidden(
+            "the run holds content above this token's max_sensitivity in the fields this "
+            "advance replaces; only a token that may read them may replace them (leave "
+            "them out to keep them)",
+            {"withheld": replaced},
+        )
 
 
 def _visible(ctx: AccessContext, cp: Checkpoint) -> bool:

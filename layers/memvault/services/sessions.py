@@ -6,7 +6,11 @@ with it; a reader sees only what its sensitivity ceiling admits (the rest is cou
 ``withheld_messages`` / ``summary_withheld``, and a single message above it is 404).
 
 The idle clock is renewed only by the subject's own activity (an append with role
-``user``); the agent's, tools' and system's messages and all reads never renew it. The
+``user``); the agent's, tools' and system's messages and all reads never renew it. So a
+``user`` message, read later as the subject's own words, is appended only by a token
+without an agent role (the subject's own, or the tenant's service relaying the user):
+an agent's token appends ``assistant`` and ``tool`` messages (``provenance_not_allowed``
+otherwise), as it may not claim the user's confirmation for a memory either. The
 absolute clock is set at creation and nothing extends it: every row of the session
 expires with it, so the store removes the whole session together. The idle clock
 is enforced at read and append time, and an idle-expired session stays refused (410)
@@ -21,15 +25,17 @@ from __future__ import annotations
 
 import random
 import time
+from dataclasses import replace
 from datetime import datetime, timedelta
 
-from memvault.clock import Clock, covered_by, iso, made_after_forget
+from memvault.clock import Clock, iso, made_after_forget
 from memvault.config import Settings
 from memvault.errors import (
     ConsentRequired,
     Forbidden,
     IdempotencyKeyReused,
     NotFound,
+    ProvenanceNotAllowed,
     SessionExpired,
     ValidationFailed,
     VersionConflict,
@@ -48,7 +54,7 @@ from memvault.observability import logger
 from memvault.policy import provenance
 from memvault.policy.pii import find_pii
 from memvault.policy.secrets import refuse_secrets
-from memvault.storage.ports.errors import ConditionFailed
+from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import SubjectForgets
 from memvault.storage.ports.sessions import (
     NewMessage,
@@ -91,6 +97,18 @@ def _classify(content: str, consent: bool, what: str) -> Sensitivity:
     return Sensitivity.PII
 
 
+def _check_user_message(ctx: AccessContext) -> None:
+    """A ``user`` message is the subject's own words and renews the idle clock: an agent's
+    token (one with an ``agent_role``) may not append one."""
+    if provenance.caller_kind(ctx) is provenance.Caller.AGENT:
+        raise ProvenanceNotAllowed(
+            "an agent token (one with agent_role) appends assistant or tool messages; a "
+            "user message is the subject's own words: the subject's token or the tenant's "
+            "service (no agent_role) appends it",
+            {"caller": provenance.Caller.AGENT.value, "role": Role.USER.value},
+        )
+
+
 def _readable(ctx: AccessContext, sensitivity: Sensitivity) -> bool:
     return ctx.may_read(sensitivity, [])
 
@@ -105,11 +123,11 @@ class SessionService:
         self.forgets = forgets
 
     def _forgotten(self, head: SessionHead) -> bool:
-        """Whether the session began by the time its subject was last forgotten: then it
-        is that forget's, served to no one (its purge removes it)."""
-        return covered_by(
-            head.created_at, self.forgets.forgotten_at(head.tenant_id, head.subject_id)
-        )
+        """Whether the session began under a subject epoch a forget retired since (or, one
+        begun before sessions carried their epoch, by the time its subject was last
+        forgotten): then it is that forget's, served to no one (its purge removes it)."""
+        state = self.forgets.forget_state(head.tenant_id, head.subject_id)
+        return state.covers(head.subject_epoch, head.created_at)
 
     # ------------------------------------------------------------------- append
 
@@ -122,6 +140,8 @@ class SessionService:
         ctx.require_subject(subject_id)
         if msg.role is Role.SYSTEM:
             provenance.check_system_message(ctx)
+        elif msg.role is Role.USER:
+            _check_user_message(ctx)
         refuse_secrets(
             [("content", msg.content), ("request_id", msg.request_id), ("session_id", session_id)],
             "the message",
@@ -133,11 +153,14 @@ class SessionService:
                 # and a little jitter keeps the losers from colliding again in lockstep.
                 time.sleep(random.uniform(0, 0.002 * min(attempt, 10)))  # noqa: S311
             now = self.clock.now()
+            # Read first: the append commits only while the subject's epoch is still this
+            # one, so a forget that lands before it is written refuses it.
+            forgets = self.forgets.forget_state(ctx.tenant_id, subject_id)
             head = self.store.head(ctx.tenant_id, subject_id, session_id)
             if head is None:
                 # A new session: begun after any forget its caller could have seen.
-                now = made_after_forget(now, self.forgets.forgotten_at(ctx.tenant_id, subject_id))
-            elif self._forgotten(head):
+                now = made_after_forget(now, forgets.forgotten_at)
+            elif forgets.covers(head.subject_epoch, head.created_at):
                 raise SessionExpired(
                     "the session ended when its subject was forgotten; start a new session "
                     "with another session_id",
@@ -153,11 +176,18 @@ class SessionService:
                 return self.read(ctx, subject_id, session_id, renew_check=False), False
             if head is not None:
                 self._check_clocks(head, now)
+            new = self._new_message(ctx, subject_id, session_id, head, msg, now, sensitivity)
             try:
-                self.store.append(
-                    self._new_message(ctx, subject_id, session_id, head, msg, now, sensitivity)
-                )
-            except ConditionFailed:
+                self.store.append(replace(new, subject_epoch=forgets.epoch))
+            except ConditionFailed as refused:
+                if Conflict.EPOCH in refused:
+                    # The subject was forgotten meanwhile: what was sent before the forget
+                    # must not outlive it (as for a memory). Nothing was stored.
+                    raise VersionConflict(
+                        "the subject was forgotten while this message was being appended; "
+                        "nothing was stored",
+                        {"reason": "subject_forgotten"},
+                    ) from None
                 continue  # another append or a creation raced us: re-read
             logger.info(
                 "session message appended",
@@ -297,6 +327,8 @@ class SessionService:
     ) -> Session:
         ctx.require(Scope.SESSIONS_WRITE)
         ctx.require_subject(subject_id)
+        # Read before the session: the summary is kept only while this epoch lasts.
+        epoch = self.forgets.forget_state(ctx.tenant_id, subject_id).epoch
         session = self.read(ctx, subject_id, session_id, renew_check=False)
         if session.summary_withheld:
             raise Forbidden(
@@ -324,7 +356,9 @@ class SessionService:
             sensitivity=sensitivity,
         )
         try:
-            self.store.put_summary(ctx.tenant_id, subject_id, session_id, summary)
+            self.store.put_summary(
+                ctx.tenant_id, subject_id, session_id, summary, subject_epoch=epoch
+            )
         except ConditionFailed as err:  # ended meanwhile: no summary outlives its session
             raise NotFound(_NOT_FOUND, {"session_id": session_id}) from err
         return self.read(ctx, subject_id, session_id, renew_check=False)

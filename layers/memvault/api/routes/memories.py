@@ -14,6 +14,7 @@ from memvault.api.errors import documented
 from memvault.api.routes.params import MemoryPath, SubjectPath
 from memvault.api.schemas import DeletionOut, ExportOut, HistoryOut, MemoryListOut, MemoryOut
 from memvault.models.memory import MemoryKind, MemoryPatch, MemoryWrite
+from memvault.models.types import CanonicalKey, Tag
 from memvault.observability import metrics
 
 router = APIGatewayRouter()
@@ -59,8 +60,8 @@ def write_memory(subject_id: SubjectPath, body: MemoryWrite) -> Response[MemoryO
 def list_memories(
     subject_id: SubjectPath,
     kind: Annotated[MemoryKind | None, Query()] = None,
-    canonical_key: Annotated[str | None, Query(min_length=1, max_length=100)] = None,
-    tag: Annotated[str | None, Query(min_length=1, max_length=64)] = None,
+    canonical_key: Annotated[CanonicalKey | None, Query(min_length=1, max_length=100)] = None,
+    tag: Annotated[Tag | None, Query(min_length=1, max_length=64)] = None,
     status: Annotated[Literal["active", "candidate"] | None, Query()] = None,
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     next_token: Annotated[str | None, Query(min_length=1, max_length=2048)] = None,
@@ -166,7 +167,10 @@ def forget_subject(subject_id: SubjectPath) -> DeletionOut:
 
 @router.get(
     "/v1/subjects/<subject_id>/export",
-    summary="Everything held about the subject that the caller may read (scope memory:read)",
+    summary="The subject's long-term memories the caller may read, every version its "
+    "history shows (scope memory:read)",
+    description="not_included names what else is held about the subject (sessions, runs, "
+    "artifacts, recall traces, feedback) and the route that reads each.",
     responses=documented(200, ExportOut, 403),
     tags=["subjects"],
 )

@@ -22,7 +22,10 @@ TAGS = ["sessions"]
     status_code=201,
     summary="Append a message; renews the idle expiry (scope sessions:write)",
     description="Refused with 410 session_expired after the idle or absolute lifetime. A replay "
-    "of the same request_id returns the session with the header Idempotent-Replay: true.",
+    "of the same request_id returns the session with the header Idempotent-Replay: true. A "
+    "token with an agent_role appends assistant and tool messages only: role user (the "
+    "subject's own words) needs a token without one, role system the tenant's service "
+    "(403 provenance_not_allowed otherwise).",
     responses=documented(201, Session, 403, 409, 410),
     tags=TAGS,
 )

@@ -32,8 +32,10 @@ from memvault.storage.dynamo import (
     to_attr,
     to_item,
 )
+from memvault.storage.dynamodb.subjects import EPOCH, epoch_check
 from memvault.storage.ports.artifacts import ArtifactRecord, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import purged_by
 
 TABLE = "artifacts"
 ARTIFACT_PREFIX = "ART#"
@@ -54,10 +56,12 @@ def add_reference(
     ref: str,
     sha256: str | None = None,
     made_after: datetime | None = None,
+    made_under: int | None = None,
 ) -> dict[str, Any]:
     """The transaction item that counts ``ref`` on a committed artifact (with ``sha256``,
-    when given, made after ``made_after``, the subject's last forget, when given); its
-    condition failing means the artifact is not (or not that one)."""
+    when given; of the subject's epoch ``made_under``, the referencing record's, when
+    given; one without an epoch made after ``made_after``, the subject's last forget,
+    when given); its condition failing means the artifact is not (or not that one)."""
     condition = "#state = :committed"
     values: dict[str, Any] = {
         ":ref": {"SS": [ref]},
@@ -66,9 +70,15 @@ def add_reference(
     if sha256 is not None:
         condition += " AND sha256 = :sha"
         values[":sha"] = to_attr(sha256)
+    legacy = "attribute_not_exists(subject_epoch)"
     if made_after is not None:
-        condition += " AND created_at > :after"  # ISO times sort as text
+        legacy += " AND created_at > :after"  # ISO times sort as text
         values[":after"] = to_attr(iso(made_after))
+    if made_under is not None:
+        condition += f" AND (subject_epoch = :under OR ({legacy}))"
+        values[":under"] = to_attr(made_under)
+    elif made_after is not None:
+        condition += " AND created_at > :after"
     return {
         "Update": {
             "TableName": table,
@@ -107,6 +117,7 @@ def _artifact_item(r: ArtifactRecord) -> dict[str, Any]:
         "retain_until": r.retain_until,
         # An empty string set cannot be stored: no references is no attribute.
         "referenced_by": set(r.referenced_by) or None,
+        "subject_epoch": r.subject_epoch,
     }
 
 
@@ -131,6 +142,7 @@ def _record(item: dict[str, Any]) -> ArtifactRecord:
         committed_at=parse_iso(committed) if committed else None,
         retain_until=int(retain) if retain is not None else None,
         referenced_by=frozenset(item.get("referenced_by") or ()),
+        subject_epoch=None if item.get("subject_epoch") is None else int(item["subject_epoch"]),
     )
 
 
@@ -237,10 +249,19 @@ class DynamoArtifactStore:
                 }
             },
         )
+        if record.subject_epoch is not None:
+            tx.add(
+                EPOCH,
+                epoch_check(self.db, record.tenant_id, record.subject_id, record.subject_epoch),
+            )
         try:
             self.db.transact(tx)
         except TransactionConflict as conflict:
-            causes = {"receipt": Conflict.IDEMPOTENCY, "artifact": Conflict.EXISTS}
+            causes = {
+                "receipt": Conflict.IDEMPOTENCY,
+                "artifact": Conflict.EXISTS,
+                EPOCH: Conflict.EPOCH,
+            }
             raise ConditionFailed(*(causes[label] for label in conflict.failed)) from None
 
     def commit(
@@ -290,16 +311,23 @@ class DynamoArtifactStore:
         except TransactionConflict:
             raise ConditionFailed(Conflict.ARTIFACT) from None
 
-    def mark_deleted(self, tenant_id: str, subject_id: str, artifact_id: str) -> None:
+    def mark_deleted(
+        self, tenant_id: str, subject_id: str, artifact_id: str, *, at: datetime | None = None
+    ) -> None:
+        expression = "SET #state = :deleted"
+        values = {":deleted": to_attr(ArtifactState.DELETED.value)}
+        if at is not None:
+            expression += ", staged_until = :closed"
+            values[":closed"] = to_attr(_epoch(at))
         done = self._update(
             Key=key(partition(tenant_id, subject_id), f"{ARTIFACT_PREFIX}{artifact_id}"),
-            UpdateExpression="SET #state = :deleted",
+            UpdateExpression=expression,
             ConditionExpression=(
                 "attribute_exists(pk) AND #state <> :deleted "
                 "AND attribute_not_exists(referenced_by)"
             ),
             ExpressionAttributeNames=dict(_STATE),
-            ExpressionAttributeValues={":deleted": to_attr(ArtifactState.DELETED.value)},
+            ExpressionAttributeValues=values,
         )
         if done is None:
             found = self.artifact(tenant_id, subject_id, artifact_id)
@@ -365,7 +393,14 @@ class DynamoArtifactStore:
             raise map_client_error(err) from err
         return True
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> list[str]:
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> list[str]:
         pk = partition(tenant_id, subject_id)
         forgotten: list[str] = []
         receipts: list[tuple[str, str, str]] = []
@@ -376,7 +411,10 @@ class DynamoArtifactStore:
                 continue
             if not item["sk"].startswith(ARTIFACT_PREFIX):
                 continue
-            if item["created_at"] > iso(before):  # made after the forget: ISO sorts as text
+            made = _record(item)
+            if not purged_by(
+                made.subject_epoch, made.created_at, retired_epoch=retired_epoch, before=before
+            ):  # made after the forget
                 if item["state"] != ArtifactState.DELETED.value:
                     kept.add(item["artifact_id"])
                 continue
@@ -384,10 +422,15 @@ class DynamoArtifactStore:
                 # attribute_exists: a row the sweeper removed meanwhile is not re-created.
                 self._update(
                     Key=key(pk, item["sk"]),
-                    UpdateExpression="SET #state = :deleted REMOVE referenced_by",
+                    UpdateExpression=(
+                        "SET #state = :deleted, staged_until = :closed REMOVE referenced_by"
+                    ),
                     ConditionExpression="attribute_exists(pk)",
                     ExpressionAttributeNames=dict(_STATE),
-                    ExpressionAttributeValues={":deleted": to_attr(ArtifactState.DELETED.value)},
+                    ExpressionAttributeValues={
+                        ":deleted": to_attr(ArtifactState.DELETED.value),
+                        ":closed": to_attr(_epoch(before)),
+                    },
                 )
             forgotten.append(item["artifact_id"])
         # Receipts of the forget's artifacts, and of any upload whose row is gone.

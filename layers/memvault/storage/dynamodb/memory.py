@@ -32,6 +32,7 @@ from memvault.storage.ports.memory import (
     AuditEvent,
     Chain,
     DeletionLogEntry,
+    ForgetState,
     IdempotencyRecord,
     IndexStatusUpdate,
     ListFilter,
@@ -136,6 +137,13 @@ class DynamoMemoryStore:
     def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
         item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
         return parse_iso(item["forgotten_at"]) if item and item.get("forgotten_at") else None
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState:
+        item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
+        if not item:
+            return ForgetState(epoch=0, forgotten_at=None)
+        at = item.get("forgotten_at")
+        return ForgetState(epoch=int(item["epoch"]), forgotten_at=parse_iso(at) if at else None)
 
     def locate(self, tenant_id: str, subject_id: str, memory_id: str) -> tuple[str, int] | None:
         """The chain and subject epoch of a version, purged (tombstone) or not."""
@@ -488,6 +496,7 @@ class DynamoMemoryStore:
                     m.artifact_id,
                     f"memory:{m.chain_id}",
                     made_after=new.artifacts_after,
+                    made_under=m.subject_epoch,
                 ),
             )
         tx.add("epoch", self._epoch_check(pk, m.subject_epoch))

@@ -16,17 +16,22 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from memvault.clock import covered_by, iso, parse_iso
+from memvault.clock import iso, parse_iso
+from memvault.models.memory import Sensitivity
 from memvault.models.run import Checkpoint, Operation, OperationStatus
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.dynamodb.artifacts import add_reference
+from memvault.storage.dynamodb.subjects import EPOCH, epoch_check
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import purged_by
 from memvault.storage.ports.runs import (
     Advancement,
     ArtifactsNotCommitted,
     EventReceipt,
     RunsForgotten,
     StoredRun,
+    SubjectEpoch,
+    epoch_of,
     live,
     run_reference,
 )
@@ -40,6 +45,7 @@ _CAUSES = {
     "history": Conflict.VERSION,
     "receipt": Conflict.IDEMPOTENCY,
     "run": Conflict.ABSENT,
+    EPOCH: Conflict.EPOCH,
 }
 
 
@@ -141,10 +147,16 @@ class DynamoRunStore:
         tx = Tx()
         tx.add("checkpoint", self._put_new({**body, "fingerprint": fingerprint}, pk, CHECKPOINT))
         tx.add("history", self._put_new(body, pk, version_sk(checkpoint.version)))
+        self._epoch(tx, tenant_id, epoch_of(checkpoint))
         try:
             self.db.transact(tx)
-        except TransactionConflict:
-            raise ConditionFailed(Conflict.EXISTS) from None
+        except TransactionConflict as conflict:
+            raise ConditionFailed(
+                *(
+                    Conflict.EPOCH if label == EPOCH else Conflict.EXISTS
+                    for label in conflict.failed
+                )
+            ) from None
 
     def advance(self, tenant_id: str, step: Advancement) -> None:
         cp = step.checkpoint
@@ -165,6 +177,7 @@ class DynamoRunStore:
                     run_reference(cp.run_id),
                     sha256=ref.sha256,
                     made_after=step.artifacts_after,
+                    made_under=cp.subject_epoch,
                 ),
             )
         if step.receipt is not None:
@@ -172,10 +185,17 @@ class DynamoRunStore:
                 "receipt",
                 self._put_new(_receipt(step.receipt), pk, event_sk(step.receipt.event_id)),
             )
+        self._epoch(tx, tenant_id, epoch_of(cp))
         self._transact(tx)
 
     def record_event(
-        self, tenant_id: str, run_id: str, receipt: EventReceipt, *, at_version: int
+        self,
+        tenant_id: str,
+        run_id: str,
+        receipt: EventReceipt,
+        *,
+        at_version: int,
+        epoch: SubjectEpoch | None = None,
     ) -> None:
         pk = run_pk(tenant_id, run_id)
         tx = Tx()
@@ -191,6 +211,7 @@ class DynamoRunStore:
             },
         )
         tx.add("receipt", self._put_new(_receipt(receipt), pk, event_sk(receipt.event_id)))
+        self._epoch(tx, tenant_id, epoch)
         self._transact(tx)
 
     def put_operation(
@@ -201,6 +222,7 @@ class DynamoRunStore:
         *,
         expected: OperationStatus | None,
         ttl: int | None = None,
+        epoch: SubjectEpoch | None = None,
     ) -> None:
         pk = run_pk(tenant_id, run_id)
         record = {
@@ -211,6 +233,7 @@ class DynamoRunStore:
             "result_ref": operation.result_ref,
             "result_sha256": operation.result_sha256,
             "updated_at": iso(operation.updated_at),
+            "sensitivity": operation.sensitivity.value,
             "ttl": ttl,
         }
         put: dict[str, Any] = {"TableName": self._table, "Item": to_item(record)}
@@ -235,6 +258,7 @@ class DynamoRunStore:
             },
         )
         tx.add("operation", {"Put": put})
+        self._epoch(tx, tenant_id, epoch)
         try:
             self.db.transact(tx)
         except TransactionConflict as conflict:
@@ -259,15 +283,28 @@ class DynamoRunStore:
                 changed += 1
         return changed
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> RunsForgotten:
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> RunsForgotten:
         # A full scan of the tenant's partitions, paged: rare bulk work, never on a request
-        # path. Every checkpoint and version carries its subject and creation time.
+        # path. Every checkpoint and version carries its subject, epoch and creation time.
         items = list(self.db.scan_prefix(TABLE, f"{tenant_id}#"))
         mine = [i for i in items if i.get("subject_id") == subject_id]
         kept = {
             i["pk"]
             for i in mine
-            if i["sk"] == CHECKPOINT and not covered_by(_checkpoint(i).created_at, before)
+            if i["sk"] == CHECKPOINT
+            and not purged_by(
+                (cp := _checkpoint(i)).subject_epoch,
+                cp.created_at,
+                retired_epoch=retired_epoch,
+                before=before,
+            )
         }
         runs = {i["pk"] for i in mine} - kept
         doomed = [(i["pk"], i["sk"]) for i in items if i["pk"] in runs]
@@ -275,6 +312,10 @@ class DynamoRunStore:
         return RunsForgotten(runs=len(runs), records=len(doomed))
 
     # ------------------------------------------------------------------ helpers
+
+    def _epoch(self, tx: Tx, tenant_id: str, epoch: SubjectEpoch | None) -> None:
+        if epoch is not None:
+            tx.add(EPOCH, epoch_check(self.db, tenant_id, epoch.subject_id, epoch.epoch))
 
     def _put_new(self, body: Mapping[str, Any], pk: str, sk: str) -> dict[str, Any]:
         return {
@@ -318,7 +359,11 @@ class DynamoRunStore:
 
 
 def _body(tenant_id: str, cp: Checkpoint) -> dict[str, Any]:
-    return {**cp.model_dump(mode="json", exclude={"operations"}), "tenant_id": tenant_id}
+    return {
+        **cp.model_dump(mode="json", exclude={"operations", "withheld"}),
+        "tenant_id": tenant_id,
+        "subject_epoch": cp.subject_epoch,
+    }
 
 
 def _receipt(receipt: EventReceipt) -> dict[str, Any]:
@@ -356,4 +401,6 @@ def _operation(item: Mapping[str, Any]) -> Operation:
         result_ref=item.get("result_ref"),
         result_sha256=item.get("result_sha256"),
         updated_at=parse_iso(item["updated_at"]),
+        # Recorded before operations were classified: served as internal, as then.
+        sensitivity=Sensitivity(item.get("sensitivity", Sensitivity.INTERNAL.value)),
     )

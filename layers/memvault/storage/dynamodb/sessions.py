@@ -32,7 +32,9 @@ from memvault.storage.dynamo import (
     to_attr,
     to_item,
 )
+from memvault.storage.dynamodb.subjects import EPOCH, epoch_check
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import purged_by
 from memvault.storage.ports.sessions import (
     AppendReceipt,
     NewMessage,
@@ -71,6 +73,7 @@ def _head(item: Mapping[str, Any]) -> SessionHead:
         idle_expires_at=parse_iso(item["idle_expires_at"]),
         expires_at=parse_iso(item["expires_at"]),
         last_seq=int(item["last_seq"]),
+        subject_epoch=None if item.get("subject_epoch") is None else int(item["subject_epoch"]),
     )
 
 
@@ -174,6 +177,7 @@ class DynamoSessionStore:
                                 "idle_expires_at": iso(new.idle_expires_at),
                                 "expires_at": iso(new.expires_at),
                                 "last_seq": 1,
+                                "subject_epoch": new.subject_epoch,
                                 "ttl": ttl,
                             }
                         ),
@@ -242,6 +246,8 @@ class DynamoSessionStore:
                 }
             },
         )
+        if new.subject_epoch is not None:
+            tx.add(EPOCH, epoch_check(self.db, new.tenant_id, new.subject_id, new.subject_epoch))
         try:
             self.db.transact(tx)
         except TransactionConflict as err:
@@ -249,11 +255,18 @@ class DynamoSessionStore:
                 "head": Conflict.EXISTS if new.seq == 1 else Conflict.VERSION,
                 "message": Conflict.EXISTS,
                 "request": Conflict.IDEMPOTENCY,
+                EPOCH: Conflict.EPOCH,
             }
             raise ConditionFailed(*(causes[label] for label in err.failed)) from err
 
     def put_summary(
-        self, tenant_id: str, subject_id: str, session_id: str, summary: StoredSummary
+        self,
+        tenant_id: str,
+        subject_id: str,
+        session_id: str,
+        summary: StoredSummary,
+        *,
+        subject_epoch: int | None = None,
     ) -> None:
         pk = session_pk(tenant_id, subject_id, session_id)
         tx = Tx()
@@ -289,10 +302,14 @@ class DynamoSessionStore:
                 }
             },
         )
+        if subject_epoch is not None:
+            tx.add(EPOCH, epoch_check(self.db, tenant_id, subject_id, subject_epoch))
         try:
             self.db.transact(tx)
         except TransactionConflict as err:
-            raise ConditionFailed(Conflict.ABSENT) from err
+            raise ConditionFailed(
+                *(Conflict.EPOCH if label == EPOCH else Conflict.ABSENT for label in err.failed)
+            ) from err
 
     def end(self, tenant_id: str, subject_id: str, session_id: str) -> int:
         pk = session_pk(tenant_id, subject_id, session_id)
@@ -310,12 +327,29 @@ class DynamoSessionStore:
         rest = [(pk, item["sk"]) for item in self.db.query_all(TABLE, pk, "")]
         return 1 + self.db.delete_many(TABLE, rest)
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> int:
         # A paged scan of the table: rare bulk work, never on a request path. A session
-        # whose head was created after the forget stays; any other goes whole, a remnant
-        # left without its head included.
+        # begun after the forget stays; any other goes whole, a remnant left without its
+        # head included.
         prefix = f"{tenant_id}#{subject_id}#"
         items = list(self.db.scan_prefix(TABLE, prefix))
-        kept = {i["pk"] for i in items if i["sk"] == HEAD and i["created_at"] > iso(before)}
+        kept = {
+            i["pk"]
+            for i in items
+            if i["sk"] == HEAD
+            and not purged_by(
+                _head(i).subject_epoch,
+                _head(i).created_at,
+                retired_epoch=retired_epoch,
+                before=before,
+            )
+        }
         doomed = [(i["pk"], i["sk"]) for i in items if i["pk"] not in kept]
         return self.db.delete_many(TABLE, doomed)

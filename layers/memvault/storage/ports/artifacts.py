@@ -39,7 +39,8 @@ class ArtifactRecord:
     name: str | None = None
     retention_days: int | None = None
     #: Epoch seconds: a STAGED upload not committed by then is swept (never the store's
-    #: own TTL: that would drop the row and leave the object behind).
+    #: own TTL: that would drop the row and leave the object behind). On a DELETED row:
+    #: when its upload window closed (no upload URL was issued after it).
     staged_until: int | None = None
     #: The object version the commit pinned; downloads serve exactly this one.
     version: str | None = None
@@ -49,6 +50,11 @@ class ArtifactRecord:
     #: ``memory:<chain_id>``, ``run:<subject_id>/<run_id>``: the records that keep the
     #: artifact alive.
     referenced_by: frozenset[str] = field(default_factory=frozenset)
+    #: The subject's epoch the upload was started under (``None`` for one started before
+    #: artifacts carried it): a forget retires it, and the artifact with it. Staging is
+    #: conditioned on it (``EPOCH``), and a reference only counts on an artifact of the
+    #: referencing record's epoch.
+    subject_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -88,7 +94,8 @@ class ArtifactStore(Protocol):
     def stage(self, record: ArtifactRecord, receipt: UploadReceipt, now: datetime) -> None:
         """Create the STAGED artifact with its receipt. ``IDEMPOTENCY``: an unexpired
         receipt holds the request id (an expired one is replaced); ``EXISTS``: the
-        artifact id is taken."""
+        artifact id is taken; ``EPOCH``: the subject's epoch is no longer the record's
+        ``subject_epoch`` (forgotten meanwhile)."""
         ...
 
     def commit(
@@ -118,9 +125,13 @@ class ArtifactStore(Protocol):
         theirs inside their own transactions with the adapter's ``add_reference``."""
         ...
 
-    def mark_deleted(self, tenant_id: str, subject_id: str, artifact_id: str) -> None:
+    def mark_deleted(
+        self, tenant_id: str, subject_id: str, artifact_id: str, *, at: datetime | None = None
+    ) -> None:
         """→ DELETED, while nothing references it. ``ABSENT``: no such artifact, or it is
-        DELETED already; ``REFERENCED``: a record references it."""
+        DELETED already; ``REFERENCED``: a record references it. With ``at`` (the delete's
+        time), ``staged_until`` becomes it: the upload window closed then, and no upload
+        URL was issued after it."""
         ...
 
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool:
@@ -141,10 +152,20 @@ class ArtifactStore(Protocol):
         no DELETED row (absent, or in another state: never removed then)."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> list[str]:
-        """Forgetting a subject at ``before``: every artifact of theirs made at or before
-        it becomes DELETED, referenced or not (its references dropped), and the upload
-        receipts of those go. Artifacts made after the forget are another life of the
-        subject and stay. Returns the ids of the forget's artifact rows (DELETED ones
-        included), whose objects the caller removes before removing the rows."""
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> list[str]:
+        """Forgetting a subject at ``before``, retiring ``retired_epoch``: every artifact of
+        theirs the forget covers (started under that epoch or earlier; one without an
+        epoch, made at or before ``before``: ``purged_by``) becomes DELETED, referenced or
+        not (its references dropped), and the upload receipts of those go. Artifacts
+        made after the forget are another life of the subject and stay. Returns the ids
+        of the forget's artifact rows (DELETED ones included), whose objects the caller
+        removes before removing the rows. The rows it makes DELETED keep ``before`` as
+        ``staged_until``: their upload windows closed then."""
         ...

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Protocol
 
+from memvault.clock import covered_by
 from memvault.models.memory import CopyState, DeletionJob, DeletionState, Memory
 
 LIVE = "live"
@@ -203,11 +204,48 @@ class IndexStatusUpdate:
     index_status: str
 
 
+@dataclass(frozen=True)
+class ForgetState:
+    """A subject's epoch and its last forget's time, read together: what sessions, runs
+    and artifacts ask so that a forget covers them at once, before its purge.
+
+    Each of them is written under the subject's epoch, by a write whose own transaction
+    checks that the epoch is still that one, as a memory's is: a forget retires the
+    epoch in one conditional write, so a write that reaches the store after it fails its
+    condition, and everything written before it is under a retired epoch."""
+
+    epoch: int
+    forgotten_at: datetime | None
+
+    def covers(self, epoch: int | None, made_at: datetime) -> bool:
+        """Whether a record written under ``epoch`` (at ``made_at``) is a forget's: its
+        epoch was retired since. A record kept before records carried their epoch
+        (``None``) is a forget's when it was made at or before the last forget."""
+        if epoch is not None:
+            return epoch < self.epoch
+        return covered_by(made_at, self.forgotten_at)
+
+
+def purged_by(
+    epoch: int | None, made_at: datetime, *, retired_epoch: int | None, before: datetime
+) -> bool:
+    """Whether a forget's purge takes a record written under ``epoch`` at ``made_at``: the
+    forget retired ``retired_epoch`` at ``before``. A record kept before records carried
+    their epoch (or a purge that names none) goes by its time instead."""
+    if epoch is not None and retired_epoch is not None:
+        return epoch <= retired_epoch
+    return covered_by(made_at, before)
+
+
 class SubjectForgets(Protocol):
     """When a subject was last forgotten: what sessions, runs and artifacts ask so that a
     forget covers them at once, before its purge (the memory store answers it)."""
 
     def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None: ...
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState:
+        """The subject's epoch and last forget time, in one consistent read."""
+        ...
 
 
 class MemoryStore(Protocol):
@@ -223,6 +261,10 @@ class MemoryStore(Protocol):
         """When the subject was last forgotten (its latest forget's ``requested_at``), or
         None. Sessions, runs and artifacts made at or before it are that forget's: served
         to no one from then on, and removed by its purge."""
+        ...
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState:
+        """The subject's epoch and ``forgotten_at``, in one consistent read."""
         ...
 
     def locate(self, tenant_id: str, subject_id: str, memory_id: str) -> tuple[str, int] | None:

@@ -43,6 +43,21 @@ def live(ttl: int | None, now: datetime) -> bool:
 
 
 @dataclass(frozen=True)
+class SubjectEpoch:
+    """A write's condition: ``subject_id``'s epoch is still ``epoch`` (no forget since).
+    A run's creation and advances take it from their checkpoint (``subject_epoch``)."""
+
+    subject_id: str
+    epoch: int
+
+
+def epoch_of(cp: Checkpoint) -> SubjectEpoch | None:
+    """The condition a write to ``cp``'s run commits on: its subject's epoch is still the
+    run's (``None`` for a checkpoint that carries none: no condition)."""
+    return None if cp.subject_epoch is None else SubjectEpoch(cp.subject_id, cp.subject_epoch)
+
+
+@dataclass(frozen=True)
 class StoredRun:
     """A run's current checkpoint (``operations`` left empty) as stored."""
 
@@ -147,7 +162,9 @@ class RunStore(Protocol):
 
     def create(self, tenant_id: str, checkpoint: Checkpoint, fingerprint: str) -> None:
         """The run's first version: head and history. ``Conflict.EXISTS`` when any record
-        of a run with this id is still kept (expired or not)."""
+        of a run with this id is still kept (expired or not); ``Conflict.EPOCH`` when the
+        subject's epoch is no longer the checkpoint's ``subject_epoch`` (every write of a
+        run below is conditioned so, when its checkpoint or ``epoch`` gives one)."""
         ...
 
     def advance(self, tenant_id: str, step: Advancement) -> None:
@@ -158,7 +175,13 @@ class RunStore(Protocol):
         ...
 
     def record_event(
-        self, tenant_id: str, run_id: str, receipt: EventReceipt, *, at_version: int
+        self,
+        tenant_id: str,
+        run_id: str,
+        receipt: EventReceipt,
+        *,
+        at_version: int,
+        epoch: SubjectEpoch | None = None,
     ) -> None:
         """The receipt of an event that changes nothing, while the run is still at
         ``at_version`` (``Conflict.VERSION`` otherwise); ``Conflict.IDEMPOTENCY`` when the
@@ -173,6 +196,7 @@ class RunStore(Protocol):
         *,
         expected: OperationStatus | None,
         ttl: int | None = None,
+        epoch: SubjectEpoch | None = None,
     ) -> None:
         """Record an operation's status: a new one when ``expected`` is None
         (``Conflict.EXISTS`` if recorded meanwhile), else only while it is still
@@ -185,8 +209,16 @@ class RunStore(Protocol):
         records changed."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> RunsForgotten:
-        """Delete every record of every run of the subject created at or before ``before``
-        (the forget's time), and of any run of theirs left without its head; runs
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> RunsForgotten:
+        """Delete every record of every run of the subject the forget covers (created under
+        an epoch at or below ``retired_epoch``; one without an epoch, created at or before
+        ``before``: ``purged_by``), and of any run of theirs left without its head; runs
         created after the forget stay. Idempotent."""
         ...

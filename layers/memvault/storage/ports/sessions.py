@@ -36,6 +36,9 @@ class SessionHead:
     #: expires with it.
     expires_at: datetime
     last_seq: int
+    #: The subject's epoch the session was begun under (``None`` for one begun before
+    #: sessions carried it): a forget retires it, and the session with it.
+    subject_epoch: int | None = None
 
     def live(self, now: datetime) -> bool:
         """Before both clocks ran out."""
@@ -97,6 +100,10 @@ class NewMessage:
     idle_expires_at: datetime
     expires_at: datetime
     sensitivity: Sensitivity = Sensitivity.INTERNAL
+    #: The subject's epoch the append was decided under: it commits only while the
+    #: subject's epoch is still this one (``EPOCH`` otherwise), and a new session's head
+    #: keeps it. ``None``: no such condition.
+    subject_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -126,7 +133,8 @@ class SessionStore(Protocol):
         """Receipt, message and head, all or nothing. Refused with ``IDEMPOTENCY`` when
         the request id has a receipt already, ``EXISTS`` when ``seq`` is 1 and the head
         exists (or the message does), ``VERSION`` when the head is not at ``seq - 1``
-        (it moved on, or it is gone)."""
+        (it moved on, or it is gone), ``EPOCH`` when the subject's epoch is no longer
+        ``subject_epoch`` (forgotten meanwhile)."""
         ...
 
     def snapshot(
@@ -143,10 +151,17 @@ class SessionStore(Protocol):
         ...
 
     def put_summary(
-        self, tenant_id: str, subject_id: str, session_id: str, summary: StoredSummary
+        self,
+        tenant_id: str,
+        subject_id: str,
+        session_id: str,
+        summary: StoredSummary,
+        *,
+        subject_epoch: int | None = None,
     ) -> None:
         """Replace the summary while the head exists (``ABSENT`` once the session was
-        ended or forgotten, so that no summary outlives its session's end)."""
+        ended or forgotten, so that no summary outlives its session's end) and, given
+        ``subject_epoch``, while the subject's epoch is still that one (``EPOCH``)."""
         ...
 
     def end(self, tenant_id: str, subject_id: str, session_id: str) -> int:
@@ -155,8 +170,17 @@ class SessionStore(Protocol):
         head."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
-        """Delete every row of every session of a subject created at or before ``before``
-        (the forget's time; the purge step), and of any session left without its head;
-        sessions created after the forget stay. Returns how many rows went. Idempotent."""
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> int:
+        """Delete every row of every session a forget covers (the purge step): begun under
+        an epoch at or below ``retired_epoch`` (the one the forget retired), or, for a
+        session without an epoch (or without ``retired_epoch``), begun at or before
+        ``before`` (the forget's time); and of any session left without its head. Sessions
+        begun after the forget stay. Returns how many rows went. Idempotent."""
         ...

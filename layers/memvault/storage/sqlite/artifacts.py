@@ -22,6 +22,7 @@ from memvault.models.memory import Sensitivity
 from memvault.storage.ports.artifacts import ArtifactRecord, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.subjects import epoch_moved
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE artifacts (
@@ -65,6 +66,10 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX artifact_receipts_expiry ON artifact_receipts (expires_at)",
 )
 
+#: Migration 5: each artifact keeps the subject's epoch its upload was started under (NULL
+#: for one started before: a forget covers those by their time).
+SUBJECT_EPOCH: tuple[str, ...] = ("ALTER TABLE artifacts ADD COLUMN subject_epoch INTEGER",)
+
 #: Rows a sweep deletes per transaction, so that writers are never held up for long.
 SWEEP_BATCH = 500
 
@@ -81,13 +86,15 @@ def add_reference(
     ref: str,
     sha256: str | None = None,
     made_after: datetime | None = None,
+    made_under: int | None = None,
 ) -> bool:
-    """Count ``ref`` on a committed artifact (with ``sha256``, when given, and made after
-    ``made_after``, the subject's last forget, when given), inside the caller's
-    transaction; False, and nothing written, when the artifact is not (or not that one):
-    the caller then rolls back."""
+    """Count ``ref`` on a committed artifact (with ``sha256``, when given; of the subject's
+    epoch ``made_under``, the referencing record's, when given; one without an epoch
+    made after ``made_after``, the subject's last forget, when given), inside the
+    caller's transaction; False, and nothing written, when the artifact is not (or not
+    that one): the caller then rolls back."""
     row = conn.execute(
-        "SELECT state, sha256, created_at FROM artifacts WHERE tenant_id = ? "
+        "SELECT state, sha256, created_at, subject_epoch FROM artifacts WHERE tenant_id = ? "
         "AND subject_id = ? AND artifact_id = ?",
         (tenant_id, subject_id, artifact_id),
     ).fetchone()
@@ -95,7 +102,12 @@ def add_reference(
         return False
     if sha256 is not None and row["sha256"] != sha256:
         return False
-    if made_after is not None and row["created_at"] <= iso(made_after):  # ISO sorts as text
+    epoch = row["subject_epoch"]
+    if made_under is not None and epoch is not None:
+        mine = epoch == made_under
+    else:  # kept before artifacts carried their epoch: by time (ISO sorts as text)
+        mine = made_after is None or row["created_at"] > iso(made_after)
+    if not mine:
         return False
     conn.execute(
         "INSERT INTO artifact_refs (tenant_id, subject_id, artifact_id, ref) "
@@ -124,6 +136,7 @@ def _record(row: sqlite3.Row, refs: list[str]) -> ArtifactRecord:
         committed_at=parse_iso(row["committed_at"]) if row["committed_at"] else None,
         retain_until=row["retain_until"],
         referenced_by=frozenset(refs),
+        subject_epoch=row["subject_epoch"],
     )
 
 
@@ -225,6 +238,8 @@ class SqliteArtifactStore:
             causes = [
                 c for c, hit in ((Conflict.IDEMPOTENCY, taken), (Conflict.EXISTS, exists)) if hit
             ]
+            if epoch_moved(conn, r.tenant_id, r.subject_id, r.subject_epoch):
+                causes.append(Conflict.EPOCH)
             if causes:
                 raise ConditionFailed(*causes)
             conn.execute(
@@ -244,8 +259,8 @@ class SqliteArtifactStore:
             conn.execute(
                 "INSERT INTO artifacts (tenant_id, subject_id, artifact_id, media_type, "
                 "size_bytes, sha256, state, sensitivity, created_at, created_by, name, "
-                "retention_days, staged_until, version, committed_at, retain_until) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                "retention_days, staged_until, version, committed_at, retain_until, "
+                "subject_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 (
                     r.tenant_id,
                     r.subject_id,
@@ -263,6 +278,7 @@ class SqliteArtifactStore:
                     r.version,
                     iso(r.committed_at) if r.committed_at else None,
                     r.retain_until,
+                    r.subject_epoch,
                 ),
             )
             for ref in sorted(r.referenced_by):
@@ -314,7 +330,9 @@ class SqliteArtifactStore:
             if not add_reference(conn, tenant_id, subject_id, artifact_id, ref, sha256):
                 raise ConditionFailed(Conflict.ARTIFACT)
 
-    def mark_deleted(self, tenant_id: str, subject_id: str, artifact_id: str) -> None:
+    def mark_deleted(
+        self, tenant_id: str, subject_id: str, artifact_id: str, *, at: datetime | None = None
+    ) -> None:
         with self.db.write() as conn:
             found = _load(conn, tenant_id, subject_id, artifact_id)
             if found is None or found.state is ArtifactState.DELETED:
@@ -322,6 +340,12 @@ class SqliteArtifactStore:
             if found.referenced_by:
                 raise ConditionFailed(Conflict.REFERENCED)
             _set_state(conn, tenant_id, subject_id, artifact_id, ArtifactState.DELETED.value)
+            if at is not None:
+                conn.execute(
+                    "UPDATE artifacts SET staged_until = ? WHERE tenant_id = ? "
+                    "AND subject_id = ? AND artifact_id = ?",
+                    (_epoch(at), tenant_id, subject_id, artifact_id),
+                )
 
     def release(self, tenant_id: str, subject_id: str, artifact_id: str, ref: str) -> bool:
         with self.db.write() as conn:
@@ -364,23 +388,33 @@ class SqliteArtifactStore:
             ).rowcount
         return bool(done)
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> list[str]:
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> list[str]:
         owner = (tenant_id, subject_id)
         with self.db.write() as conn:
+            # Under the retired epoch or earlier; one without an epoch (or a purge that
+            # names none) made by the forget's time (ISO times sort as text).
             ids = [
                 r[0]
                 for r in conn.execute(
                     "SELECT artifact_id FROM artifacts WHERE tenant_id = ? AND subject_id = ? "
-                    "AND created_at <= ? ORDER BY artifact_id",  # ISO times sort as text
-                    (*owner, iso(before)),
+                    "AND CASE WHEN subject_epoch IS NULL OR ? IS NULL THEN created_at <= ? "
+                    "ELSE subject_epoch <= ? END ORDER BY artifact_id",
+                    (*owner, retired_epoch, iso(before), retired_epoch),
                 )
             ]
             for artifact_id in ids:
                 one = (*owner, artifact_id)
                 conn.execute(
-                    "UPDATE artifacts SET state = ? "
+                    "UPDATE artifacts SET state = ?, staged_until = ? "
                     "WHERE tenant_id = ? AND subject_id = ? AND artifact_id = ?",
-                    (ArtifactState.DELETED.value, *one),
+                    (ArtifactState.DELETED.value, _epoch(before), *one),
                 )
                 conn.execute(
                     "DELETE FROM artifact_refs "

@@ -33,6 +33,7 @@ from memvault.storage.ports.memory import (
     AuditEvent,
     Chain,
     DeletionLogEntry,
+    ForgetState,
     IdempotencyRecord,
     IndexStatusUpdate,
     ListFilter,
@@ -131,7 +132,9 @@ SCHEMA: tuple[str, ...] = (
 #: A version that references an artifact adds the reference inside the same transaction:
 #: ``(conn, tenant, subject, artifact_id, ref, sha256, made_after) -> bool`` (False: not
 #: committed, or made at or before ``made_after``).
-AddReference = Callable[[sqlite3.Connection, str, str, str, str, str | None, datetime | None], bool]
+AddReference = Callable[
+    [sqlite3.Connection, str, str, str, str, str | None, datetime | None, int | None], bool
+]
 
 _MEMORY = "memory"
 
@@ -177,6 +180,18 @@ class SqliteMemoryStore:
                 (tenant_id, subject_id),
             ).fetchone()
         return parse_iso(row["forgotten_at"]) if row and row["forgotten_at"] else None
+
+    def forget_state(self, tenant_id: str, subject_id: str) -> ForgetState:
+        with self.db.read() as conn:
+            row = conn.execute(
+                "SELECT epoch, forgotten_at FROM memory_subjects "
+                "WHERE tenant_id = ? AND subject_id = ?",
+                (tenant_id, subject_id),
+            ).fetchone()
+        if row is None:
+            return ForgetState(epoch=0, forgotten_at=None)
+        at = row["forgotten_at"]
+        return ForgetState(epoch=int(row["epoch"]), forgotten_at=parse_iso(at) if at else None)
 
     def _row(
         self, conn: sqlite3.Connection, tenant_id: str, subject_id: str, memory_id: str
@@ -424,7 +439,13 @@ class SqliteMemoryStore:
                 m.artifact_id
                 and (new.previous is None or new.previous.artifact_id != m.artifact_id)
                 and not self._reference(
-                    conn, t, s, m.artifact_id, f"memory:{m.chain_id}", new.artifacts_after
+                    conn,
+                    t,
+                    s,
+                    m.artifact_id,
+                    f"memory:{m.chain_id}",
+                    new.artifacts_after,
+                    m.subject_epoch,
                 )
             ):
                 raise ConditionFailed(Conflict.ARTIFACT)
@@ -498,10 +519,11 @@ class SqliteMemoryStore:
         artifact_id: str,
         ref: str,
         made_after: datetime | None,
+        made_under: int,
     ) -> bool:
         if self._add_reference is None:
             return False
-        return self._add_reference(conn, t, s, artifact_id, ref, None, made_after)
+        return self._add_reference(conn, t, s, artifact_id, ref, None, made_after, made_under)
 
     def tombstone_chain(
         self,

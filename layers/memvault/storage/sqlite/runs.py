@@ -15,25 +15,31 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import Any
 
-from memvault.clock import covered_by, iso, parse_iso
+from memvault.clock import iso, parse_iso
+from memvault.models.memory import Sensitivity
 from memvault.models.run import Checkpoint, Operation, OperationStatus
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import purged_by
 from memvault.storage.ports.runs import (
     Advancement,
     ArtifactsNotCommitted,
     EventReceipt,
     RunsForgotten,
     StoredRun,
+    SubjectEpoch,
+    epoch_of,
     run_reference,
 )
 from memvault.storage.sqlite.db import Database, dumps, loads
+from memvault.storage.sqlite.subjects import epoch_moved
 
 #: ``reference_artifact(conn, tenant_id, subject_id, artifact_id, ref, sha256,
-#: made_after)``: add ``ref`` to the artifact's references inside the caller's
-#: transaction, if the artifact is committed for that subject with that sha256 (and made
-#: after ``made_after``, when given); False (and nothing written) otherwise.
+#: made_after, made_under)``: add ``ref`` to the artifact's references inside the
+#: caller's transaction, if the artifact is committed for that subject with that sha256
+#: (of the subject's epoch ``made_under``, or, without an epoch, made after
+#: ``made_after``, when given); False (and nothing written) otherwise.
 ReferenceArtifact = Callable[
-    [sqlite3.Connection, str, str, str, str, str | None, datetime | None], bool
+    [sqlite3.Connection, str, str, str, str, str | None, datetime | None, int | None], bool
 ]
 
 SCHEMA: tuple[str, ...] = (
@@ -87,6 +93,12 @@ SCHEMA: tuple[str, ...] = (
     "CREATE INDEX run_events_ttl ON run_events (ttl) WHERE ttl IS NOT NULL",
 )
 
+#: Migration 4: each operation carries its sensitivity class (rows recorded before it are
+#: ``internal``, the class they were served as).
+OPERATION_SENSITIVITY: tuple[str, ...] = (
+    "ALTER TABLE run_operations ADD COLUMN sensitivity TEXT NOT NULL DEFAULT 'internal'",
+)
+
 _TABLES = ("run_heads", "run_versions", "run_operations", "run_events")
 #: Rows deleted per sweeper transaction, so that writers never wait long.
 SWEEP_BATCH = 500
@@ -100,6 +112,7 @@ def _refuse_every_artifact(
     ref: str,
     sha: str | None,
     made_after: datetime | None,
+    made_under: int | None,
 ) -> bool:
     return False
 
@@ -206,8 +219,11 @@ class SqliteRunStore:
                 "SELECT 1 FROM run_versions WHERE tenant_id = ? AND run_id = ? AND version = ?",
                 (tenant_id, run_id, tenant_id, run_id, checkpoint.version),
             ).fetchone()
-            if taken:
-                raise ConditionFailed(Conflict.EXISTS)
+            causes = {Conflict.EXISTS} if taken else set()
+            if _epoch_moved(conn, tenant_id, epoch_of(checkpoint)):
+                causes.add(Conflict.EPOCH)
+            if causes:
+                raise ConditionFailed(*causes)
             conn.execute(
                 "INSERT INTO run_heads (tenant_id, run_id, subject_id, version, checkpoint, "
                 "fingerprint, ttl) VALUES (?, ?, ?, ?, ?, ?, NULL)",
@@ -234,6 +250,8 @@ class SqliteRunStore:
                 conn, tenant_id, cp.run_id, step.receipt.event_id
             ):
                 causes.add(Conflict.IDEMPOTENCY)
+            if _epoch_moved(conn, tenant_id, epoch_of(cp)):
+                causes.add(Conflict.EPOCH)
             # Each reference is counted inside this transaction; a refusal rolls them all
             # back with the rest.
             missing = [
@@ -247,6 +265,7 @@ class SqliteRunStore:
                     run_reference(cp.run_id),
                     ref.sha256,
                     step.artifacts_after,
+                    cp.subject_epoch,
                 )
             ]
             if missing:
@@ -263,7 +282,13 @@ class SqliteRunStore:
                 _insert_receipt(conn, tenant_id, cp.run_id, step.receipt)
 
     def record_event(
-        self, tenant_id: str, run_id: str, receipt: EventReceipt, *, at_version: int
+        self,
+        tenant_id: str,
+        run_id: str,
+        receipt: EventReceipt,
+        *,
+        at_version: int,
+        epoch: SubjectEpoch | None = None,
     ) -> None:
         with self.db.write() as conn:
             causes: set[Conflict] = set()
@@ -271,6 +296,8 @@ class SqliteRunStore:
                 causes.add(Conflict.VERSION)
             if _has_receipt(conn, tenant_id, run_id, receipt.event_id):
                 causes.add(Conflict.IDEMPOTENCY)
+            if _epoch_moved(conn, tenant_id, epoch):
+                causes.add(Conflict.EPOCH)
             if causes:
                 raise ConditionFailed(*causes)
             _insert_receipt(conn, tenant_id, run_id, receipt)
@@ -283,11 +310,14 @@ class SqliteRunStore:
         *,
         expected: OperationStatus | None,
         ttl: int | None = None,
+        epoch: SubjectEpoch | None = None,
     ) -> None:
         with self.db.write() as conn:
             causes: set[Conflict] = set()
             if _head_version(conn, tenant_id, run_id) is None:
                 causes.add(Conflict.ABSENT)
+            if _epoch_moved(conn, tenant_id, epoch):
+                causes.add(Conflict.EPOCH)
             row = conn.execute(
                 "SELECT status FROM run_operations "
                 "WHERE tenant_id = ? AND run_id = ? AND operation_id = ?",
@@ -301,11 +331,12 @@ class SqliteRunStore:
                 raise ConditionFailed(*causes)
             conn.execute(
                 "INSERT INTO run_operations (tenant_id, run_id, operation_id, status, "
-                "result_ref, result_sha256, updated_at, ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?) "
+                "result_ref, result_sha256, updated_at, ttl, sensitivity) "
+                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
                 "ON CONFLICT (tenant_id, run_id, operation_id) DO UPDATE SET "
                 "status = excluded.status, result_ref = excluded.result_ref, "
                 "result_sha256 = excluded.result_sha256, updated_at = excluded.updated_at, "
-                "ttl = excluded.ttl",
+                "ttl = excluded.ttl, sensitivity = excluded.sensitivity",
                 (
                     tenant_id,
                     run_id,
@@ -315,6 +346,7 @@ class SqliteRunStore:
                     operation.result_sha256,
                     iso(operation.updated_at),
                     ttl,
+                    operation.sensitivity.value,
                 ),
             )
 
@@ -330,7 +362,14 @@ class SqliteRunStore:
                 changed += cur.rowcount
         return changed
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> RunsForgotten:
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> RunsForgotten:
         with self.db.write() as conn:
             kept = {
                 r["run_id"]
@@ -339,8 +378,11 @@ class SqliteRunStore:
                     "WHERE tenant_id = ? AND subject_id = ?",
                     (tenant_id, subject_id),
                 )
-                if not covered_by(
-                    Checkpoint.model_validate(loads(r["checkpoint"])).created_at, before
+                if not purged_by(
+                    (cp := Checkpoint.model_validate(loads(r["checkpoint"]))).subject_epoch,
+                    cp.created_at,
+                    retired_epoch=retired_epoch,
+                    before=before,
                 )
             }
             runs = [
@@ -387,7 +429,12 @@ def _epoch(now: datetime) -> int:
 
 
 def _stored(cp: Checkpoint) -> str:
-    return dumps(cp.model_dump(mode="json", exclude={"operations"}))
+    body = cp.model_dump(mode="json", exclude={"operations", "withheld"})
+    return dumps({**body, "subject_epoch": cp.subject_epoch})
+
+
+def _epoch_moved(conn: sqlite3.Connection, tenant_id: str, epoch: SubjectEpoch | None) -> bool:
+    return epoch is not None and epoch_moved(conn, tenant_id, epoch.subject_id, epoch.epoch)
 
 
 def _head_version(conn: sqlite3.Connection, tenant_id: str, run_id: str) -> int | None:
@@ -466,4 +513,5 @@ def _operation(row: sqlite3.Row) -> Operation:
         result_ref=row["result_ref"],
         result_sha256=row["result_sha256"],
         updated_at=parse_iso(row["updated_at"]),
+        sensitivity=Sensitivity(row["sensitivity"]),
     )

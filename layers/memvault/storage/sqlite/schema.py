@@ -18,4 +18,6 @@ MIGRATIONS: tuple[Migration, ...] = (
     Migration(1, "initial", INITIAL),
     Migration(2, "session sensitivity", sessions.SENSITIVITY),
     Migration(3, "recall traces, served links and feedback", traces.SCHEMA),
+    Migration(4, "operation sensitivity", runs.OPERATION_SENSITIVITY),
+    Migration(5, "subject epochs", (*sessions.SUBJECT_EPOCH, *artifacts.SUBJECT_EPOCH)),
 )

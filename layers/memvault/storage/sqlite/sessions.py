@@ -27,6 +27,7 @@ from memvault.storage.ports.sessions import (
     StoredSummary,
 )
 from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.subjects import epoch_moved
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE session_heads (
@@ -89,6 +90,10 @@ SENSITIVITY: tuple[str, ...] = (
     "ALTER TABLE session_summaries ADD COLUMN sensitivity TEXT NOT NULL DEFAULT 'internal'",
 )
 
+#: Migration 5: each session's head keeps the subject's epoch it was begun under (NULL for
+#: sessions begun before: a forget covers those by their time).
+SUBJECT_EPOCH: tuple[str, ...] = ("ALTER TABLE session_heads ADD COLUMN subject_epoch INTEGER",)
+
 #: Every row of one session, the head's statement last.
 _DELETE_SESSION = (
     "DELETE FROM session_summaries WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
@@ -96,16 +101,18 @@ _DELETE_SESSION = (
     "DELETE FROM session_messages WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
     "DELETE FROM session_heads WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
 )
-#: The sessions a forget covers: every session of the subject but those whose head was
-#: created after the forget's time (ISO times sort as text), so any left without a head
-#: (a remnant nothing serves) goes too.
+#: The sessions a forget covers: every session of the subject but those begun after it:
+#: under a later epoch than the one it retired, or, for a head without an epoch (or a
+#: purge that names none), created after the forget's time (ISO times sort as text). So
+#: any left without a head (a remnant nothing serves) goes too.
 _FORGOTTEN_SESSIONS = (
     "SELECT session_id FROM session_heads WHERE tenant_id = ? AND subject_id = ? "
     "UNION SELECT session_id FROM session_messages WHERE tenant_id = ? AND subject_id = ? "
     "UNION SELECT session_id FROM session_summaries WHERE tenant_id = ? AND subject_id = ? "
     "UNION SELECT session_id FROM session_receipts WHERE tenant_id = ? AND subject_id = ? "
     "EXCEPT SELECT session_id FROM session_heads WHERE tenant_id = ? AND subject_id = ? "
-    "AND created_at > ?"
+    "AND CASE WHEN subject_epoch IS NULL OR ? IS NULL THEN created_at > ? "
+    "ELSE subject_epoch > ? END"
 )
 #: Expired rows whose head is not (yet) expired or is gone: one batch each.
 _SWEEP_ROWS = (
@@ -134,6 +141,7 @@ def _head(row: sqlite3.Row) -> SessionHead:
         idle_expires_at=parse_iso(row["idle_expires_at"]),
         expires_at=parse_iso(row["expires_at"]),
         last_seq=int(row["last_seq"]),
+        subject_epoch=row["subject_epoch"],
     )
 
 
@@ -265,6 +273,8 @@ class SqliteSessionStore:
                 (*key, new.seq),
             ).fetchone():
                 causes.append(Conflict.EXISTS)
+            if epoch_moved(conn, new.tenant_id, new.subject_id, new.subject_epoch):
+                causes.append(Conflict.EPOCH)
             if causes:
                 raise ConditionFailed(*causes)
             conn.execute(
@@ -290,8 +300,8 @@ class SqliteSessionStore:
             if new.seq == 1:
                 conn.execute(
                     "INSERT INTO session_heads (tenant_id, subject_id, session_id, created_at, "
-                    "last_activity_at, idle_expires_at, expires_at, last_seq, ttl) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?)",
+                    "last_activity_at, idle_expires_at, expires_at, last_seq, ttl, "
+                    "subject_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
                     (
                         *key,
                         iso(new.at),
@@ -299,6 +309,7 @@ class SqliteSessionStore:
                         iso(new.idle_expires_at),
                         iso(new.expires_at),
                         ttl,
+                        new.subject_epoch,
                     ),
                 )
             else:
@@ -310,7 +321,13 @@ class SqliteSessionStore:
                 )
 
     def put_summary(
-        self, tenant_id: str, subject_id: str, session_id: str, summary: StoredSummary
+        self,
+        tenant_id: str,
+        subject_id: str,
+        session_id: str,
+        summary: StoredSummary,
+        *,
+        subject_epoch: int | None = None,
     ) -> None:
         key = (tenant_id, subject_id, session_id)
         with self.db.write() as conn:
@@ -319,8 +336,11 @@ class SqliteSessionStore:
                 "WHERE tenant_id = ? AND subject_id = ? AND session_id = ?",
                 key,
             ).fetchone()
-            if head is None:
-                raise ConditionFailed(Conflict.ABSENT)
+            causes = [Conflict.ABSENT] if head is None else []
+            if epoch_moved(conn, tenant_id, subject_id, subject_epoch):
+                causes.append(Conflict.EPOCH)
+            if causes:
+                raise ConditionFailed(*causes)
             conn.execute(
                 "INSERT INTO session_summaries (tenant_id, subject_id, session_id, content, "
                 "from_seq, through_seq, created_at, expires_at, ttl, sensitivity) "
@@ -351,10 +371,22 @@ class SqliteSessionStore:
                 raise ConditionFailed(Conflict.ABSENT)
             return 1 + sum(conn.execute(statement, key).rowcount for statement in rest)
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+    def forget_subject(
+        self,
+        tenant_id: str,
+        subject_id: str,
+        before: datetime,
+        *,
+        retired_epoch: int | None = None,
+    ) -> int:
         owner = (tenant_id, subject_id)
         with self.db.write() as conn:
-            doomed = [r[0] for r in conn.execute(_FORGOTTEN_SESSIONS, (*owner * 5, iso(before)))]
+            doomed = [
+                r[0]
+                for r in conn.execute(
+                    _FORGOTTEN_SESSIONS, (*owner * 5, retired_epoch, iso(before), retired_epoch)
+                )
+            ]
             return sum(
                 conn.execute(statement, (*owner, session_id)).rowcount
                 for session_id in doomed

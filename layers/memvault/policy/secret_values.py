@@ -1,0 +1,516 @@
+"""Whether a name calls its value a secret, and whether the value is one.
+
+Every rule of the detector ends here. A name ("db_password", "X-Api-Key", "数据库密码",
+"the wifi password") says what kind of secret its value would be, or that it is about one
+(``password_min_length``, ``token_count``, ``secret_ref``): it is split into its words and
+read from the right, so the last decisive word wins. The value then has to look like that
+kind of secret: a password may be a word with a digit, a PIN four digits, a passphrase
+several words, a token must look random (several character classes, frequent changes
+between them, enough entropy). Placeholders, references to where a secret is kept,
+documentation examples, measures, versions, dates, URLs, hashes and identifiers are not
+secrets, whatever their name.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections import Counter
+from enum import Enum
+from itertools import pairwise
+
+
+class Kind(Enum):
+    """What a name says its value is; each kind judges a value its own way."""
+
+    #: A password: a word with digits or symbols, a long word, six digits or more.
+    PASSWORD = "password"  # noqa: S105 (a kind's name, not a password)
+    #: A PIN or a door, alarm or unlock code: four digits or more.
+    PIN = "pin"
+    #: A passphrase, a seed or recovery phrase: several words.
+    PHRASE = "phrase"
+    #: A key, token or client secret: a random string.
+    TOKEN = "token"  # noqa: S105 (a kind's name, not a token)
+    #: A name that may hold a secret ("key", "auth", "session"): only a long random value.
+    WEAK = "weak"
+
+
+# --- names -----------------------------------------------------------------------------
+
+_PASSWORD_WORDS = frozenset(
+    {
+        *("password", "passwd", "pwd", "pass", "pw", "passwort", "kennwort", "contraseña"),
+        *("contrasena", "senha", "motdepasse", "mdp", "пароль", "pword", "passphrase"),
+    }
+)
+_PIN_WORDS = frozenset({"pin", "pincode", "passcode", "pinnumber", "unlockcode", "keypad"})
+_PHRASE_WORDS = frozenset({"mnemonic", "seedphrase", "mnemonics", "seed", "seedwords"})
+_TOKEN_WORDS = frozenset(
+    {
+        *("secret", "secrets", "token", "apikey", "apisecret", "credential", "credentials"),
+        *("creds", "privkey", "privatekey", "secretkey", "accesskey", "clientsecret", "bearer"),
+        *("authtoken", "accesstoken", "refreshtoken", "sessiontoken", "authorization", "pat"),
+        *("hmac", "apitoken", "webhooksecret", "signingsecret", "signingkey"),
+        *("privatekeys", "masterkey", "secretaccesskey", "connectionstring", "connstr"),
+    }
+)
+_WEAK_WORDS = frozenset({"key", "auth", "session", "cookie", "sid", "code", "license"})
+#: Words before "key" that make it a secret key ("api key", "wallet key", "ssh key").
+_KEY_QUALIFIERS = frozenset(
+    {
+        *("api", "access", "private", "priv", "secret", "signing", "encryption", "master"),
+        *("session", "client", "app", "deploy", "ssh", "gpg", "pgp", "wallet", "hmac", "jwt"),
+        *("consumer", "service", "account", "root", "admin", "auth", "storage", "shared"),
+        *("decryption", "crypto", "aes", "license", "activation", "product", "sk", "bot"),
+        *("webhook", "subscription", "function", "host", "primary", "secondary", "sas"),
+        *("integration", "personal", "server", "user", "write", "read", "sending", "mail"),
+        *("recovery", "bitlocker", "backup", "unlock", "vault", "wifi", "wpa", "network"),
+    }
+)
+#: Words before "pass" that make it a ticket, not a password ("boarding pass").
+_PASS_NOT = frozenset(
+    {
+        *("boarding", "bus", "day", "season", "hall", "free", "backstage", "guest", "visitor"),
+        *("ski", "transit", "metro", "gym", "museum", "press", "all", "first", "second"),
+        *("single", "multi", "two", "one", "final", "render", "review", "code", "by"),
+    }
+)
+#: Words before "phrase", "words" or "code" that make them a secret.
+_PHRASE_QUALIFIERS = frozenset({"seed", "recovery", "backup", "secret", "mnemonic", "wallet"})
+#: Words before "codes" that make them one-time secrets ("backup codes").
+_CODES_QUALIFIERS = frozenset({"backup", "recovery", "2fa", "mfa", "otp", "emergency"})
+_CODE_QUALIFIERS = frozenset(
+    {
+        *("unlock", "door", "alarm", "security", "entry", "gate", "safe", "wifi", "lock"),
+        *("garage", "locker", "backup", "recovery", "access", "pin", "keypad", "passcode"),
+        *("screen", "phone", "vault", "building", "lockbox", "padlock", "pass", "fi"),
+        *("disarm", "arm", "house", "home", "front", "apartment", "atm", "card", "bank"),
+    }
+)
+#: Words that make a name about a secret rather than the secret itself, when they come
+#: after its decisive word (``password_min_length``) or stand last (``api_key_id``).
+_NEGATORS = frozenset(
+    {
+        *("id", "ids", "type", "types", "name", "names", "length", "len", "size", "count"),
+        *("limit", "limits", "min", "max", "minimum", "maximum", "policy", "policies", "rule"),
+        *("rules", "strength", "complexity", "expiry", "expires", "expiration", "expired"),
+        *("ttl", "age", "lifetime", "url", "uri", "endpoint", "path", "file", "dir", "ref"),
+        *("location", "reference", "arn", "env", "var", "variable", "hint", "prompt", "label"),
+        *("field", "format", "pattern", "regex", "mask", "placeholder", "rotation", "rotated"),
+        *("rotate", "updated", "created", "changed", "reset", "last", "required", "enabled"),
+        *("disabled", "present", "exists", "manager", "provider", "hash", "hashed", "digest"),
+        *("checksum", "sha1", "sha256", "sha512", "md5", "fingerprint", "algorithm", "alg"),
+        *("kind", "version", "usage", "used", "remaining", "budget", "cost", "price", "index"),
+        *("public", "pub", "cache", "partition", "sort", "foreign", "idempotency", "dedup"),
+        *("routing", "lookup", "object", "bucket", "username", "user", "email", "host"),
+        *("port", "region", "issuer", "audience", "scope", "scopes", "status", "valid"),
+        *("validity", "error", "errors", "message", "description", "desc", "note", "notes"),
+        *("comment", "help", "doc", "docs", "tokens", "keys", "secrets_manager", "holder"),
+        *("owner", "mode", "method", "strategy", "header", "param", "store", "vault", "kms"),
+        *("at", "on", "by", "date", "time", "timestamp", "days", "hours", "seconds", "minutes"),
+        *("attempts", "retries", "tries", "failures", "set", "is", "has", "needs", "enable"),
+        *("length", "chars", "characters", "digits", "words", "bits", "bytes", "ok", "flag"),
+        *("stage", "step", "state", "expected", "example", "sample", "source", "template"),
+        *("counter", "stats", "metrics", "rate", "ratio", "percent", "total", "numbers"),
+        *("reminder", "question", "recovery_email", "link", "page", "form", "screen"),
+        *("protected", "encrypted", "redacted", "masked", "secure", "strong", "weak"),
+        *("generator", "generation", "length_min", "manager_url", "prefix", "suffix"),
+    }
+)
+#: Words a name may carry after its decisive word without changing it (``password_prod``).
+_NEUTRAL = frozenset(
+    {
+        *("value", "val", "v", "data", "raw", "plain", "plaintext", "current", "new", "old"),
+        *("text", "str", "string", "prod", "production", "dev", "staging", "live", "test"),
+        *("main", "default", "backup", "primary", "secondary", "temp", "tmp", "real", "b64"),
+        *("base64", "hex", "encoded", "the", "my", "our", "your", "for", "of", "a", "an"),
+    }
+)
+
+#: Chinese names, longest first; the first found decides.
+_ZH_NAMES: tuple[tuple[str, Kind], ...] = (
+    *((w, Kind.PHRASE) for w in ("助记词", "恢复短语", "种子短语", "口令短语", "密语", "助记码")),
+    *(
+        (w, Kind.PIN)
+        for w in (
+            *("取款密码", "支付密码", "银行卡密码", "门禁密码", "保险箱密码", "开机密码"),
+            *("锁屏密码", "解锁码", "门禁码", "密码锁", "PIN码", "pin码", "交易密码", "手机密码"),
+        )
+    ),
+    *((w, Kind.TOKEN) for w in ("私钥", "密钥", "秘钥", "令牌", "授权码", "访问码", "凭证")),
+    *((w, Kind.PASSWORD) for w in ("密码", "口令", "暗号", "通行码", "パスワード", "暗証番号")),
+)
+_ZH_NEGATORS = (
+    *("长度", "策略", "规则", "要求", "位数", "复杂度", "过期", "有效期", "轮换", "管理"),
+    *("提示", "格式", "算法", "类型", "强度", "找回", "重置", "ID", "编号", "文件", "路径"),
+    *("地址", "链接", "名称", "名字", "哈希", "摘要", "指纹", "公钥", "位置", "引用", "次数"),
+)
+
+_CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_A-Za-z]+")
+_LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "@": "a", "$": "s", "5": "s"})
+
+
+def name_words(name: str) -> list[str]:
+    """A name's words, lower-cased: ``dbPassword`` and ``DB_PASSWORD`` are ``db password``;
+    leetspeak inside a word is undone (``p@ssw0rd``)."""
+    words = []
+    for part in re.split(r"[\s_.\-/:\[\]\"'`()]+", name):
+        if not part:
+            continue
+        folded = part.translate(_LEET) if any(c.isalpha() for c in part) else part
+        words += [w.lower() for w in _CAMEL.findall(folded)] or [folded.lower()]
+    return words
+
+
+def _compound(words: list[str]) -> list[str]:
+    """Joined pairs count as one word too (``api key`` is ``apikey``)."""
+    out: list[str] = []
+    for i, word in enumerate(words):
+        if i and words[i - 1] + word in (_TOKEN_WORDS | _PASSWORD_WORDS | _PHRASE_WORDS):
+            out[-1] = words[i - 1] + word
+        else:
+            out.append(word)
+    return out
+
+
+def name_kind(name: str) -> Kind | None:
+    """What a name says its value is, or None when it names no secret (or a fact about
+    one: a length, an id, an expiry, a reference)."""
+    if not name.isascii():
+        return _zh_name_kind(name)
+    words = _compound(name_words(name))
+    weak = False
+    skipped = 0
+    for i in range(len(words) - 1, -1, -1):
+        word = words[i]
+        before = words[i - 1] if i else ""
+        if word in _NEGATORS:
+            return None
+        if word in _PIN_WORDS or word == "combination":
+            return Kind.PIN
+        if word in _PHRASE_WORDS and (word != "seed" or i == len(words) - 1):
+            return Kind.PHRASE
+        if word in _PASSWORD_WORDS:
+            return None if word == "pass" and before in _PASS_NOT else Kind.PASSWORD
+        if word in _TOKEN_WORDS:
+            return Kind.TOKEN
+        if word in ("phrase", "words") and before in _PHRASE_QUALIFIERS:
+            return Kind.PHRASE
+        if word == "code" and before in _CODE_QUALIFIERS:
+            return Kind.PIN
+        if word in ("code", "codes") and before in _CODES_QUALIFIERS:
+            return Kind.PIN
+        if word == "answer" and before in ("security", "secret", "question"):
+            return Kind.PASSWORD
+        if word == "key" and before in _KEY_QUALIFIERS:
+            return Kind.TOKEN
+        if word in _WEAK_WORDS:
+            weak = True
+            continue
+        if word in _NEUTRAL or word.isdigit():
+            continue
+        skipped += 1
+        if skipped > 2:
+            break
+    return Kind.WEAK if weak else None
+
+
+def _zh_name_kind(name: str) -> Kind | None:
+    for word, kind in _ZH_NAMES:
+        at = name.find(word)
+        if at >= 0:
+            after = name[at + len(word) :]
+            if any(neg in after for neg in _ZH_NEGATORS) or "公钥" in name:
+                return None
+            return kind
+    ascii_part = "".join(ch if ch.isascii() else " " for ch in name)
+    return name_kind(ascii_part) if ascii_part.strip() else None
+
+
+# --- values ----------------------------------------------------------------------------
+
+_TEMPLATE = re.compile(
+    r"^(?:\$\{?[\w.:-]+\}?|\{\{.*\}\}|\{[\w.-]*\}|<[^<>]*>?|\[[^\]]*\]?|%\(?\w+\)?[%s]?|\*+"
+    r"|x{3,}|X{3,}|\.{3,}|…+|_+|-+|•+|#+|\?+|0{4,})$",
+    re.IGNORECASE,
+)
+#: Template syntax anywhere in a value: it stands for a secret filled in elsewhere.
+_TEMPLATE_INSIDE = re.compile(
+    r"\$\{|\{\{|\$\(|%\(|<[A-Za-z_\- ]{3,}>|\{[A-Z_]{3,}\}|\.\.\.|…|\*{3,}|•{3,}"
+)
+#: A value that names where the secret is kept rather than the secret: an environment
+#: variable, a secret manager's reference, a file.
+_REFERENCE = re.compile(
+    r"^(?:os\.environ|os\.getenv|getenv|process\.env|env[.(\[:]|ENV\[|secrets?\.|vault:"
+    r"|ssm:|arn:aws:|\$\(|!ref|!sub|\{\{|file:|op://|keyvault:|projects/[\w-]+/secrets"
+    r"|/run/secrets|/etc/|~/|\./|[A-Za-z]:\\|sm://|gcp-secret|aws-secret|awssecret)",
+    re.IGNORECASE,
+)
+#: Words that stand for no secret at all, or for the documentation's example of one.
+_NOT_VALUES = frozenset(
+    {
+        *("null", "none", "nil", "true", "false", "yes", "no", "empty", "unset", "n/a", "na"),
+        *("redacted", "hidden", "masked", "required", "optional", "secret", "password"),
+        *("changed", "expired", "reset", "rotated", "stored", "encrypted", "missing"),
+        *("invalid", "incorrect", "wrong", "correct", "unknown", "same", "different"),
+        *("example", "placeholder", "string", "str", "env", "vault", "file", "passwd", "pwd"),
+        *("pass", "token", "apikey", "api_key", "secretkey", "changeme", "changeit", "dummy"),
+        *("mysecretpassword", "yourpassword", "mypassword", "your_password", "your-password"),
+        *("yourtoken", "your_token", "your-token", "yourapikey", "your_api_key", "your-api-key"),
+        *("replace_me", "replaceme", "replace-me", "todo", "tbd", "fixme", "foo", "bar"),
+        *("foobar", "baz", "sample", "user", "username", "value", "key", "xxx", "guest"),
+        *("default", "test", "testing", "demo", "fake", "notreal", "not-a-real-key", "admin"),
+        *("root", "mysecret", "secretpassword", "secretkey", "supersecretpassword"),
+        *("credentials", "credential", "bearer", "basic", "auth", "authorization", "jwt"),
+        *("base64", "hex", "utf-8", "json", "uuid", "sha256", "sha-256", "md5", "bcrypt"),
+        *("argon2", "argon2id", "scrypt", "pbkdf2", "oauth", "oauth2", "saml", "oidc", "mfa"),
+        *("totp", "hmac", "rsa", "aes", "tls", "ssl", "x509", "pkcs8", "pkcs12", "pem", "der"),
+    }
+)
+#: Placeholder words inside a value ("your_api_key_here", "sk-example-key").
+_PLACEHOLDER_WORDS = re.compile(
+    r"(?i)example|sample|placeholder|dummy|your[_\- ]?(?:api|access|secret|own|real|app"
+    r"|token|key|pass|client)|_here\b|-here\b|insert|replace[_\-]?me|redacted|change[_\-]?me"
+    r"|xxxx|0000000|notreal|not[_\-]a[_\-]real|fake[_\-]|[_\-]fake|lorem|foo[_\-]?bar"
+)
+#: Names of algorithms, encodings and formats: what a sentence about a key calls it.
+_TECH_TERM = re.compile(
+    r"^(?:aes|rsa|sha|hs|rs|es|ps|ed|hmac|md|tls|ssl|utf|oauth|pbkdf|argon|bcrypt|scrypt"
+    r"|x\.?509|pkcs|base|ecdsa|ecdh|secp|p|curve|chacha|des|3des|blake|crc|dsa|gcm|cbc|sm"
+    r"|v|ver|version|ipv|http|https|sha3|keccak|ripemd|poly|x|nist|fips|bip|eip|erc|ws"
+    r"|wss|grpc|json|jwt|jwe|jws|jwk|saml|kerberos|ntlm|totp|hotp|otp|wpa|wep)"
+    r"[-_./]?\d{0,5}(?:[-_./]?(?:gcm|cbc|ctr|pss|v\d|id|i|d|sha\d*|bit|bits|k1|r1"
+    r"|poly1305|plus|personal|enterprise|psk)|[-_./]\d+)*$",
+    re.IGNORECASE,
+)
+_MEASURE = re.compile(
+    r"^[+-]?\d+(?:[.,]\d+)?\s?(?:[°%]|ms|s|sec|secs|seconds?|mins?|minutes?|h|hrs?|hours?|d"
+    r"|days?|weeks?|months?|years?|kb|mb|gb|tb|k|m|b|chars?|characters?|digits?|bits?"
+    r"|bytes?|x|px|em|位|个|天|小时|分钟|秒)?$",
+    re.IGNORECASE,
+)
+_VERSION = re.compile(r"^v?\d+(?:\.\d+){1,3}(?:[-+][\w.]+)?$", re.IGNORECASE)
+_DATE_TIME = re.compile(
+    r"^(?:\d{4}[-/.]\d{1,2}[-/.]\d{1,2}(?:[T ]\d{1,2}:\d{2}(?::\d{2})?(?:\.\d+)?Z?)?"
+    r"|\d{1,2}[-/.]\d{1,2}[-/.]\d{2,4}|\d{1,2}:\d{2}(?::\d{2})?(?:am|pm)?)$",
+    re.IGNORECASE,
+)
+_UUID = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$", re.I)
+_HASH_HEX = re.compile(r"^(?:[0-9a-f]{32}|[0-9a-f]{40}|[0-9a-f]{56}|[0-9a-f]{64}|[0-9a-f]{96}"
+                       r"|[0-9a-f]{128})$", re.I)  # fmt: skip
+_EMAIL = re.compile(r"^[\w.+-]+@[\w-]+(?:\.[\w-]+)+$")
+_URL = re.compile(r"^[a-z][a-z0-9+.-]*://", re.IGNORECASE)
+#: Chinese, Japanese or Korean script: the sentence going on, not a password.
+_CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
+#: A path or a file name: "reports/2024/q3.csv".
+_PATH = re.compile(
+    r"^/?(?:[\w.\-]+/)+[\w.\-]+\.[A-Za-z0-9]{1,5}$|^[\w\-]+\.(?:csv|json|txt|md|py|ya?ml|png"
+    r"|jpe?g|pdf|log|gz|zip|tar|sql|html?|xml|toml|ini|cfg|conf|sh|js|ts|go|rs|java|rb)$"
+)
+#: Where a secret manager keeps a secret: "secret/prod/db", "prod/payments/stripe-key".
+_STORE_PATH = re.compile(r"^/?[a-z][a-z0-9_\-.]*(?:/[a-z][a-z0-9_\-.]*)+/?$")
+_ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+#: A value made of lower-case words joined by punctuation: a phrase of the sentence
+#: ("case-sensitive", "header.payload.signature"), not a random token.
+_WORD_COMPOUND = re.compile(r"^[a-z]{2,}(?:[-_.][a-z]{2,})+$")
+#: Words that open a clause, not a secret ("the password is *the* same").
+_STOPWORDS = frozenset(
+    {
+        *("a", "an", "the", "not", "no", "in", "on", "at", "to", "for", "of", "from", "with"),
+        *("by", "as", "is", "was", "be", "been", "being", "stored", "saved", "kept", "only"),
+        *("still", "also", "now", "always", "never", "usually", "too", "very", "what", "which"),
+        *("that", "this", "it", "its", "something", "one", "your", "my", "our", "their", "his"),
+        *("her", "same", "different", "long", "short", "weak", "strong", "secure", "set"),
+        *("here", "there", "below", "above", "attached", "included", "provided", "shown"),
+        *("and", "or", "but", "if", "when", "then", "so", "because", "must", "should", "can"),
+        *("will", "would", "could", "may", "might", "do", "does", "did", "have", "has", "had"),
+        *("are", "were", "you", "we", "they", "he", "she", "i", "me", "us", "them", "who"),
+        *("how", "where", "why", "all", "any", "some", "every", "each", "into", "about"),
+        *("required", "needed", "valid", "used", "sent", "shared", "generated", "issued"),
+        *("usually", "typically", "just", "like", "e.g.", "eg", "i.e.", "ie", "such", "than"),
+        *("more", "less", "least", "most", "at", "up", "out", "over", "under", "after"),
+        *("before", "until", "since", "during", "via", "per", "these", "those", "again"),
+    }
+)
+_TRIM = "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f()[]<>{}.,;:!?\u3002\uff0c"
+
+
+def entropy(value: str) -> float:
+    """Shannon entropy in bits per character."""
+    if not value:
+        return 0.0
+    counts = Counter(value)
+    n = len(value)
+    return -sum(c / n * math.log2(c / n) for c in counts.values())
+
+
+def _class(ch: str) -> int:
+    if ch.islower():
+        return 0
+    if ch.isupper():
+        return 1
+    if ch.isdigit():
+        return 2
+    return 3
+
+
+def changes(value: str) -> float:
+    """How often the character class changes (lower, upper, digit, other), per character:
+    about 0.6 in random base62, under 0.15 in words and numbers."""
+    if len(value) < 2:
+        return 0.0
+    flips = sum(_class(a) != _class(b) for a, b in pairwise(value))
+    return flips / (len(value) - 1)
+
+
+def looks_random(value: str, *, min_length: int = 16) -> bool:
+    """Whether a string without spaces looks machine-made: long enough, enough entropy,
+    and its character classes (lower, upper, digit, other) changing about as often as in
+    a random string of the same mix. Words, numbers, versions, paths and hyphenated
+    phrases change class far less often than that."""
+    if len(value) < min_length or any(ch.isspace() for ch in value):
+        return False
+    if _WORD_COMPOUND.match(value) or value.isdigit() or _PATH.match(value):
+        return False
+    counts = Counter(_class(ch) for ch in value)
+    n = len(value)
+    expected = 1 - sum((c / n) ** 2 for c in counts.values())
+    if expected < 0.2:
+        return False  # one class: letters only or digits only
+    threshold = 3.0 if n < 24 else 3.3
+    return entropy(value) >= threshold and changes(value) >= 0.6 * expected
+
+
+def is_mask(value: str) -> bool:
+    """A template, a mask, or a reference to where the secret is kept."""
+    if _TEMPLATE.match(value) or _REFERENCE.match(value) or _TEMPLATE_INSIDE.search(value):
+        return True
+    core = value.strip(_TRIM)
+    if len(core) >= 6 and len(set(core)) <= 2:
+        return True  # xxxxxx, 000000, ******, abababab
+    return bool(re.search(r"(.)\1{7,}", core))  # a run of one character: a mask
+
+
+def is_placeholder(value: str) -> bool:
+    """A mask or template, a reference to where the secret is kept, an example value."""
+    if is_mask(value):
+        return True
+    core = value.strip(_TRIM)
+    if core in KNOWN_EXAMPLES or core.lower() in _NOT_VALUES:
+        return True
+    return bool(_PLACEHOLDER_WORDS.search(core))
+
+
+#: Keys that providers' documentation publishes for everyone to copy: not anyone's secret.
+KNOWN_EXAMPLES = frozenset(
+    {
+        "sk_test_4eC39HqLyjWDarjtT1zdp7dc",  # Stripe's API reference
+        "sk_test_BQokikJOvBiI2HlWgH4olfQ2",  # Stripe's older guides
+        "ghp_16C7e42F292c6912E7710c838347Ae178B4a",  # GitHub's REST API docs
+        "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS's secret access key example
+    }
+)
+
+
+def is_documentation_example(value: str) -> bool:
+    """Values a documentation page shows, recognised by their words or their shape."""
+    return is_placeholder(value) or "EXAMPLE" in value.upper()
+
+
+def _not_a_value(value: str) -> bool:
+    """Shapes that are never a secret, whatever the name before them."""
+    return bool(
+        _MEASURE.match(value)
+        or _VERSION.match(value)
+        or _DATE_TIME.match(value)
+        or _EMAIL.match(value)
+        or (_URL.match(value) and "@" not in value)
+        or _TECH_TERM.match(value)
+        or _STORE_PATH.match(value)
+    )
+
+
+def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool:
+    """Whether a value after a credential's name is plausibly the credential itself.
+
+    ``prose``: the value ends a sentence ("my password is ..."), where a lower-case word
+    is more likely the sentence going on than a password."""
+    if is_placeholder(value):
+        return False
+    value = value.strip(_TRIM)
+    if len(value) < 4 or is_placeholder(value) or _CJK.search(value):
+        return False
+    if kind is Kind.PIN and value.rstrip("#*").isdigit():
+        value = value.rstrip("#*")  # "4821#": the key that ends the code on a keypad
+    if value.isdigit() and kind is not Kind.WEAK:
+        if kind is Kind.TOKEN:
+            return len(value) >= 10
+        if kind is Kind.PHRASE:
+            return False  # "seed: 1234567" seeds a random generator
+        return len(value) >= (4 if kind is Kind.PIN else 6)  # a PIN; a password of digits
+    if _not_a_value(value):
+        return False
+    if kind is Kind.WEAK:
+        if _UUID.match(value.strip("/")):
+            return False  # an id
+        return looks_random(value) or (value[:2] == "0x" and looks_random(value[2:]))
+    if " " in value:
+        return kind in (Kind.PASSWORD, Kind.PHRASE) and _phrase(value)
+    if kind is Kind.PHRASE:
+        return looks_random(value)  # a seed as hex or base58; "42" is a random seed
+    if (value.isalpha() and value.isupper()) or _ENV_NAME.match(value):
+        return False  # "VAULT", "DB_PASSWORD": an acronym, a variable's name
+    has_digit = any(c.isdigit() for c in value)
+    has_symbol = any(not c.isalnum() for c in value)
+    mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
+    if _WORD_COMPOUND.match(value):
+        # "case-sensitive", "header.payload.signature": words of the sentence; a password
+        # of three or more joined words ("correct-horse-battery") still counts.
+        parts = len(re.split(r"[-_.]", value))
+        return not prose and kind is not Kind.TOKEN and parts >= 3
+    if kind is Kind.TOKEN:
+        if _UUID.match(value) or _HASH_HEX.match(value):
+            return True  # a key's value; the same shape without a key's name is an id
+        if not (has_digit or has_symbol) and (not mixed_case or len(value) < 12):
+            return random_letters(value)  # "Bearer", "OAuth": a word; unless random letters
+    if has_digit or has_symbol or mixed_case:
+        return len(value) >= 6
+    # One lower-case word: a pass phrase when long, a word of the sentence otherwise.
+    if kind is Kind.TOKEN:
+        return random_letters(value)
+    return len(value) >= (10 if prose else 8) and not value.endswith(("ed", "ing", "ly"))
+
+
+def random_letters(value: str) -> bool:
+    """Twelve or more lower-case letters as random as a generated code ("brdjghtqztfwxnrw",
+    a mail provider's authorisation code), not a word ("configuration"): random letters
+    are about one in five a vowel, English words two in five."""
+    if not (value.isascii() and value.isalpha() and value.islower() and len(value) >= 12):
+        return False
+    vowels = sum(ch in "aeiou" for ch in value) / len(value)
+    return vowels <= 0.28 and entropy(value) >= 3.0
+
+
+def _phrase(value: str) -> bool:
+    """A passphrase or seed phrase given as words: three or more, few of them the small
+    words of a sentence ("written on a card in my drawer" is not one)."""
+    words = value.split()
+    if len(words) < 3 or words[0].lower() in _STOPWORDS:
+        return False
+    small = sum(w.lower().strip(_TRIM) in _STOPWORDS for w in words)
+    return small <= max(1, len(words) // 6)
+
+
+_SEED_WORD = re.compile(r"^[a-z]{3,8}$")
+
+
+def is_seed_phrase(words: list[str]) -> bool:
+    """Twelve to twenty-four lower-case words of three to eight letters, none a small word
+    of a sentence, few repeated: the shape of a BIP-39 mnemonic."""
+    if len(words) not in (12, 15, 18, 21, 24):
+        return False
+    if not all(_SEED_WORD.match(w) for w in words):
+        return False
+    if any(w in _STOPWORDS for w in words):
+        return False
+    return len(set(words)) >= len(words) - 2

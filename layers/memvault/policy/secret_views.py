@@ -1,0 +1,412 @@
+"""The other ways a credential can be written down, undone before the text is scanned.
+
+A credential is refused however it was wrapped: base64, hex, percent or backslash
+escapes, HTML entities, broken across lines, spaced out character by character or in
+groups, split into pieces around punctuation, written with look-alike letters, or
+stored as structured data whose name and value only together say "this is a password"
+(``{"db_password": "..."}``). Each function here returns the texts to scan *besides* the
+text itself; most texts have none, and cost a few regex scans.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import html
+import json
+import re
+import urllib.parse
+from collections.abc import Callable, Iterator
+from typing import Any
+
+from memvault.policy.secret_formats import PREFIXES, format_at, prefix_at
+from memvault.policy.secret_values import KNOWN_EXAMPLES, looks_random
+
+#: What a text may grow to through its views before it is no longer unwrapped.
+MAX_VIEW_CHARS = 200_000
+
+
+# --- structured values -----------------------------------------------------------------
+
+
+def structured(value: Any, path: str) -> list[tuple[str, str]]:
+    """Every string and number of a JSON-like value with the names it is stored under, as
+    ``(field, text)``: ``{"db": {"password": "x"}}`` under ``state`` gives
+    ``("state (key)", "db")``, ``("state.db (key)", "password")`` and
+    ``("state.db.password", "db.password: x")``, so that a name that calls its value a
+    secret and a value that looks like one are judged together, as in a config line.
+    Environment-variable lists (``[{"name": "API_TOKEN", "value": "..."}]``) pair their
+    name and value the same way; a list of words is also given as one phrase (a seed
+    phrase stored word by word)."""
+    out: list[tuple[str, str]] = []
+    _walk(value, path, (), out, 0)
+    return out
+
+
+_NAME_KEYS = ("name", "key", "id", "label", "field", "variable", "var", "parameterkey", "k")
+_VALUE_KEYS = ("value", "val", "secret", "parametervalue", "data", "v", "content")
+
+
+_PLAIN_KEY = re.compile(r"[\w\- .$@]{1,40}")
+
+
+def _segment(key: str, index: int) -> str:
+    """A key as the field names show it: findings name their field, never a secret, and a
+    key may be one (``{"token=ghp_...": 1}``); such a key is shown by its position."""
+    if _PLAIN_KEY.fullmatch(key) and not looks_random(key, min_length=12):
+        return key
+    return f"<key {index}>"
+
+
+def _label(names: tuple[str, ...]) -> str:
+    return ".".join(names[-2:])
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def _walk(
+    value: Any, path: str, names: tuple[str, ...], out: list[tuple[str, str]], depth: int
+) -> None:
+    if depth > 40:
+        return
+    if isinstance(value, str):
+        out.append((path, f"{_label(names)}: {value}" if names else value))
+    elif isinstance(value, bool) or value is None:
+        return
+    elif isinstance(value, int | float):
+        if names:
+            out.append((path, f"{_label(names)}: {_number(value)}"))
+    elif isinstance(value, dict):
+        _name_value_pair(value, path, out)
+        for index, (key, item) in enumerate(value.items()):
+            name = str(key)
+            out.append((f"{path} (key)", name))
+            _walk(item, f"{path}.{_segment(name, index)}", (*names, name), out, depth + 1)
+    elif isinstance(value, list | tuple):
+        words = [item for item in value if isinstance(item, str)]
+        if names and 2 <= len(words) == len(value) <= 32 and all(len(w) <= 64 for w in words):
+            out.append((path, f"{_label(names)}: {' '.join(words)}"))
+        for i, item in enumerate(value):
+            _walk(item, f"{path}[{i}]", names, out, depth + 1)
+
+
+def _name_value_pair(value: dict[Any, Any], path: str, out: list[tuple[str, str]]) -> None:
+    """``{"name": "DB_PASSWORD", "value": "..."}``: the name is in a field of its own."""
+    lowered = {str(k).lower(): (str(k), v) for k, v in value.items()}
+    name = next((lowered[k][1] for k in _NAME_KEYS if k in lowered), None)
+    found = next((lowered[k] for k in _VALUE_KEYS if k in lowered), None)
+    if not isinstance(name, str) or found is None or isinstance(found[1], bool):
+        return
+    if isinstance(found[1], str | int | float):
+        text = found[1] if isinstance(found[1], str) else _number(found[1])
+        out.append((f"{path}.{found[0]}", f"{name}: {text}"))
+
+
+def json_lines(text: str) -> str | None:
+    """A text that is JSON (an object or a list), as the name: value lines of its values."""
+    stripped = text.strip()
+    if stripped[:1] not in ("{", "[") or len(stripped) > MAX_VIEW_CHARS:
+        return None
+    try:
+        parsed = json.loads(stripped)
+    except ValueError:
+        return None
+    if not isinstance(parsed, dict | list):
+        return None
+    return "\n".join(text for _, text in structured(parsed, "$"))
+
+
+# --- text views ----------------------------------------------------------------------------
+
+_TOKEN_SET = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-+/=")
+_HEAD = re.compile(r"[A-Za-z0-9_\-+/=]+")
+
+
+def _tail(text: str) -> str:
+    """The run of token characters a text ends with (scanned from the end)."""
+    i = len(text)
+    while i > 0 and text[i - 1] in _TOKEN_SET:
+        i -= 1
+    return text[i:]
+
+
+_SEPARATOR_END = re.compile(r"(?:[:=]|是|为|為|:)\s*$")
+
+
+def _tokenish(fragment: str) -> bool:
+    """A piece of a token rather than a word: digits, inner capitals, or token symbols."""
+    return len(fragment) >= 4 and (
+        any(c.isdigit() for c in fragment)
+        or any(c.isupper() for c in fragment[1:])
+        or any(c in "_+/=" for c in fragment)
+    )
+
+
+def joined_lines(text: str) -> list[str]:
+    """Lines joined where a token was broken across them (``ghp_abcd`` / ``efgh...``), or
+    where a name ends one line and its value is the next (``password:`` / ``Hunter2!``);
+    only the joined lines are returned."""
+    lines = text.split("\n")
+    if len(lines) < 2:
+        return []
+    out: list[str] = []
+    current, joined = lines[0].rstrip(), False
+    for line in lines[1:]:
+        nxt = line.strip()
+        tail, head = _tail(current), _HEAD.match(nxt)
+        bare = bool(tail) and " " not in nxt and 0 < len(nxt) <= 12 and len(tail) <= 12
+        if tail and head and (_tokenish(tail) or _tokenish(head.group()) or bare):
+            current, joined = current + nxt, True
+        elif nxt and _SEPARATOR_END.search(current):
+            current, joined = current.rstrip() + " " + nxt, True
+        else:
+            if joined:
+                out.append(current)
+            current, joined = line.rstrip(), False
+    if joined:
+        out.append(current)
+    return out
+
+
+#: Four or more single characters with spaces between them: "H u n t e r 2 0 2 4".
+_SPACED = re.compile(r"(?<![A-Za-z0-9_])(?:\S[ \t]{1,3}){3,}\S(?!\S)")
+#: Single characters joined by one separator: "H-u-n-t-e-r-2-0-2-4", "A.K.I.A...".
+_SEPARATED = re.compile(r"(?<![\w])\w(?P<s>[-.·_|,*/])\w(?:(?P=s)\w){4,}(?![\w])")
+#: Groups of two to eight token characters with spaces between: "AKIA IOSF ODNN 7EXA".
+#: Each group holds a capital, a digit or a token symbol, so words of prose never start one.
+_GROUPED = re.compile(r"(?<![A-Za-z0-9])(?:(?=\S{0,7}[^\sa-z])\S{2,9}[ \t]){2,}\S{1,8}(?!\S)")
+
+
+_LEAD_PUNCTUATION = "\"'`([{<:;,.!?*#~|"
+
+
+def _grouped(m: re.Match[str]) -> str:
+    """Equal groups closed up; a first group of another size (a prefix, or the word
+    before the groups) is kept apart, for the prefix is reassembled on its own."""
+    groups = m.group().split()
+    first = groups[0].lstrip(_LEAD_PUNCTUATION)
+    lead = groups[0][: len(groups[0]) - len(first)]
+    sizes = {len(g) for g in groups[1:-1]}
+    if len(sizes) != 1 or len(groups[-1]) > min(sizes) or len(first) < 2:
+        return m.group()
+    body = "".join(groups[1:])
+    joined = lead + first + body if len(first) in sizes else f"{lead}{first} {body}"
+    cased = any(c.isupper() for c in joined) and any(c.islower() for c in joined)
+    mixed = cased or (any(c.isdigit() for c in joined) and any(c.isalpha() for c in joined))
+    return joined if mixed and len(first + body) >= 8 else m.group()
+
+
+def collapsed(text: str) -> str | None:
+    """The text with spaced-out or separated characters, and grouped tokens, closed up."""
+    out = _SPACED.sub(lambda m: re.sub(r"[ \t]+", "", m.group()), text)
+    out = _SEPARATED.sub(lambda m: m.group().replace(m.group("s"), ""), out)
+    out = _GROUPED.sub(_grouped, out)
+    return out if out != text else None
+
+
+#: A run of base64 with a capital, a digit or a symbol in it: base64 of text has them, a
+#: long lower-case word ("configuration") does not.
+_B64_RUN = re.compile(
+    r"(?<![A-Za-z0-9+/=_\-])(?=[A-Za-z0-9+/_\-]?[a-z_\-]*[A-Z0-9+/])[A-Za-z0-9+/_\-]{16,}={0,2}"
+    r"(?![A-Za-z0-9+/=_\-])"
+)
+_HEX_RUN = re.compile(r"(?<![0-9A-Za-z])(?:0x)?([0-9A-Fa-f]{12,})(?![0-9A-Za-z])")
+_HEX_PAIRS = re.compile(
+    r"(?<![0-9A-Za-z])(?:[0-9A-Fa-f]{2}[ :,\-]){5,}[0-9A-Fa-f]{2}(?![0-9A-Za-z])"
+)
+
+
+def _printable(raw: bytes) -> str | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(text) < 4 or not any(c.isalnum() for c in text):
+        return None
+    shown = sum(c.isprintable() or c in "\n\r\t" for c in text)
+    return text if shown >= 0.95 * len(text) else None
+
+
+def _decode_b64(run: str) -> str | None:
+    if run.isdigit() or re.fullmatch(r"[0-9a-fA-F]+", run):
+        return None  # a number or hex: decoded as hex
+    padded = run.rstrip("=")
+    padded += "=" * (-len(padded) % 4)
+    for alt in (b"+/", b"-_"):
+        try:
+            raw = base64.b64decode(padded, altchars=alt, validate=True)
+        except (binascii.Error, ValueError):
+            continue
+        found = _printable(raw)
+        if found is not None:
+            return found
+    return None
+
+
+def _hex_text(run: str) -> str | None:
+    return _printable(bytes.fromhex(run)) if len(run) % 2 == 0 else None
+
+
+def decoded(text: str) -> str | None:
+    """The text with its base64 and hex runs decoded in place, where they decode to text
+    (so that "password (base64): SHVudGVy..." reads "password (base64): Hunter..."."""
+    out = _B64_RUN.sub(lambda m: _decode_b64(m.group()) or m.group(), text)
+    out = _HEX_RUN.sub(lambda m: _hex_text(m.group(1)) or m.group(), out)
+    out = _HEX_PAIRS.sub(
+        lambda m: _printable(bytes.fromhex(re.sub(r"[ :,\-]", "", m.group()))) or m.group(), out
+    )
+    return out if out != text else None
+
+
+_PERCENT = re.compile(r"%[0-9A-Fa-f]{2}")
+_ESCAPE = re.compile(r"\\(?:u([0-9a-fA-F]{4})|x([0-9a-fA-F]{2})|([\"'\\/]))|\\([nrt])")
+_CONTROL = {"n": "\n", "r": "\n", "t": "\t"}
+
+
+def _unescape(m: re.Match[str]) -> str:
+    if m.group(1) or m.group(2):
+        return chr(int(m.group(1) or m.group(2), 16))
+    if m.group(3):
+        return m.group(3)
+    return _CONTROL[m.group(4)]
+
+
+#: Cyrillic and Greek letters that look like Latin ones ("password" with a Cyrillic a).
+_CONFUSABLES = str.maketrans(
+    "аеорсухіјѕԁԛԝАВЕКМНОРСТХІЈЅαεοριυνκτΑΒΕΖΗΙΚΜΝΟΡΤΥΧ",
+    "aeopcyxijsdqwABEKMHOPCTXIJSaeopiuvktABEZHIKMNOPTYX",
+)
+_LOOK_ALIKE = re.compile(r"[\u0370-\u03ff\u0400-\u04ff]")
+_MIXED_WORD = re.compile(r"\w*[\u0370-\u03ff\u0400-\u04ff]\w*")
+
+
+def _fold_word(m: re.Match[str]) -> str:
+    word = m.group()
+    return word.translate(_CONFUSABLES) if re.search("[A-Za-z0-9]", word) else word
+
+
+def _per_line(text: str, rewrite: Callable[[str], str]) -> list[str]:
+    """The lines a rewrite changes, rewritten (the rest were scanned already)."""
+    out = []
+    for line in text.split("\n"):
+        rewritten = rewrite(line)
+        if rewritten != line:
+            out.append(rewritten)
+    return out
+
+
+def _unescape_all(line: str) -> str:
+    return _ESCAPE.sub(_unescape, line) if "\\" in line else line
+
+
+def _collapse_line(line: str) -> str:
+    return collapsed(line) or line
+
+
+def _decode_line(line: str) -> str:
+    return decoded(line) or line
+
+
+def unwrapped(text: str) -> list[str]:
+    """The text with its escapes undone (percent, backslash, HTML entities, JSON), its
+    look-alike letters folded, its broken or spaced-out tokens closed up, and what its
+    base64 and hex runs decode to: the lines each of these changes, as texts to scan."""
+    changed: list[str] = []
+    if _PERCENT.search(text):
+        changed += _per_line(text, urllib.parse.unquote)
+    if "\\" in text and _ESCAPE.search(text):
+        changed += _per_line(text, _unescape_all)
+    if "&" in text and re.search(r"&(?:#\d+|#x[0-9a-fA-F]+|[a-z]+);", text):
+        changed += _per_line(text, html.unescape)
+    if not text.isascii() and _LOOK_ALIKE.search(text):
+        changed += _per_line(text, lambda line: _MIXED_WORD.sub(_fold_word, line))
+    changed += joined_lines(text)
+    if _SPACED.search(text) or _SEPARATED.search(text) or _GROUPED.search(text):
+        closed = _per_line(text, _collapse_line)
+        changed += closed
+        for line in closed:
+            changed += joined_lines(line)
+    if _B64_RUN.search(text) or _HEX_RUN.search(text) or _HEX_PAIRS.search(text):
+        changed += _per_line(text, _decode_line)
+    out = ["\n".join(changed)] if changed else []
+    found = json_lines(text)
+    if found:
+        out.append(found)
+    return out
+
+
+# --- tokens in pieces ---------------------------------------------------------------------
+
+_FRAGMENT = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
+#: What may stand between the pieces of a split token: spaces, line breaks, quotes,
+#: concatenation signs, and short Chinese or Japanese text ("前半段 ..., 后半段 ...").
+_GAP = re.compile(
+    r"(?:\s|[\"'`+|,·\\;:()\[\]]|[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef]){1,16}"
+)
+#: Token formats only detect-secrets knows, reassembled here from their pieces too.
+_EXTRA = {
+    "AKIA": re.compile(r"AKIA[0-9A-Z]{16}"),
+    "ASIA": re.compile(r"ASIA[0-9A-Z]{16}"),
+}
+
+
+#: Where a token may start, with its first two characters (looked up in ``_HEADS``).
+_TOKEN_HEAD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9][A-Za-z0-9_\-.$:/]")
+_HEADS = frozenset({*(p[:2] for p in PREFIXES), *(p[:2] for p in _EXTRA)})
+
+
+def split_tokens(text: str) -> Iterator[str]:
+    """The secret types of provider tokens written in pieces: a prefix, then fragments
+    with spaces, line breaks, quotes or a little text between them. A reassembled body
+    must look random, so that a sentence after a prefix ("ghp_ followed by 36 ...") is
+    not read as one."""
+    tried = 0
+    for word in _TOKEN_HEAD.finditer(text):
+        if word.group() not in _HEADS:
+            continue
+        start = word.start()
+        if prefix_at(text, start) is None and text[start : start + 4] not in _EXTRA:
+            continue
+        tried += 1
+        if tried > 16:
+            return
+        candidate, pos = "", start
+        for pieces in range(1, 17):
+            fragment = _FRAGMENT.match(text, pos)
+            if not fragment:
+                break
+            if pieces == 1 and _whole(fragment.group()):
+                break  # a token in one piece: the formats judged it already
+            candidate += fragment.group()
+            if pieces >= 2:
+                found = _reassembled(candidate)
+                if found:
+                    yield found
+                    break
+            gap = _GAP.match(text, fragment.end())
+            if not gap:
+                break
+            pos = gap.end()
+
+
+def _whole(fragment: str) -> bool:
+    """A fragment that is a token, or an example of one, all by itself."""
+    return (
+        fragment.strip(".") in KNOWN_EXAMPLES
+        or format_at(fragment.rstrip(".")) is not None
+        or any(e.fullmatch(fragment) for e in _EXTRA.values())
+    )
+
+
+def _reassembled(candidate: str) -> str | None:
+    extra = _EXTRA.get(candidate[:4])
+    if extra is not None:
+        whole = extra.fullmatch(candidate)
+        return "AWS Access Key" if whole and looks_random(candidate[4:], min_length=12) else None
+    found = format_at(candidate)
+    if found is None:
+        return None
+    secret_type, body = found
+    return secret_type if looks_random(body, min_length=12) else None

@@ -1,0 +1,166 @@
+"""Request bodies against `memvault run` on loopback, as a hostile client sends them.
+
+A body sent with ``Transfer-Encoding: chunked`` declares no length. Before, the console's
+sign-in read such a body whole before its 403 (200 MB grew the stack from 662 MB to
+1,034 MB) and the API did once a token was valid. Now every body is counted while it is
+read and refused past its endpoint's limit, and what is left of it is read and dropped in
+small pieces: a 200 MB body grows the server process by less than 20 MB, and its sender
+gets the API's 413 envelope (or the endpoint's answer, for a body nobody reads).
+
+The stack's memory is read from ``/proc``: its peak (``VmHWM``, reset through
+``clear_refs`` where the kernel lets us) and, besides, its resident size sampled while
+the body streams in.
+"""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from memvault_local.devkeys import DevKey
+from memvault_local.process import RunningStack, start_stack
+
+pytestmark = pytest.mark.skipif(
+    not sys.platform.startswith("linux"), reason="reads the server's memory from /proc"
+)
+
+BODY_BYTES = 200 * 1024 * 1024
+PIECE = b"x" * (1024 * 1024)
+#: How much the server may grow while a 200 MB body streams in.
+MAX_GROWTH_KB = 20 * 1024
+
+
+@pytest.fixture(scope="module")
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
+    running = start_stack(
+        tmp_path_factory.mktemp("bodies-home"),
+        MEMVAULT_EMBED_WORKER="off",
+        MEMVAULT_EMBEDDING_MODEL="hashing",
+        MEMVAULT_SWEEP_SECONDS="3600",
+    )
+    yield running
+    running.stop()
+
+
+def _status_kb(pid: int, field: str) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith(f"{field}:"):
+            return int(line.split()[1])
+    raise AssertionError(f"no {field} for {pid}")
+
+
+def _reset_peak(pid: int) -> bool:
+    try:
+        Path(f"/proc/{pid}/clear_refs").write_text("5")
+    except OSError:
+        return False
+    return True
+
+
+class Sampler(threading.Thread):
+    """The process's largest resident size while it runs."""
+
+    def __init__(self, pid: int) -> None:
+        super().__init__(daemon=True)
+        self.pid = pid
+        self.peak = _status_kb(pid, "VmRSS")
+        self.done = threading.Event()
+
+    def run(self) -> None:
+        while not self.done.wait(0.005):
+            self.peak = max(self.peak, _status_kb(self.pid, "VmRSS"))
+
+
+def send_chunked(
+    port: int, method: str, path: str, headers: dict[str, str], total: int
+) -> tuple[int, bytes]:
+    """Stream ``total`` bytes as a chunked body while reading the answer; the answer's
+    status and body (the server may answer before the body ends)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=120)
+    head = [f"{method} {path} HTTP/1.1", f"Host: 127.0.0.1:{port}"]
+    head += [f"{name}: {value}" for name, value in headers.items()]
+    head += ["Transfer-Encoding: chunked", "", ""]
+    sock.sendall("\r\n".join(head).encode())
+
+    def body() -> None:
+        sent = 0
+        frame = f"{len(PIECE):x}\r\n".encode()
+        try:
+            while sent < total:
+                sock.sendall(frame + PIECE + b"\r\n")
+                sent += len(PIECE)
+            sock.sendall(b"0\r\n\r\n")
+        except OSError:
+            pass  # the server stopped reading: its answer says why
+
+    sender = threading.Thread(target=body, daemon=True)
+    sender.start()
+    answer = http.client.HTTPResponse(sock, method=method)
+    answer.begin()
+    data = answer.read()
+    sender.join(timeout=120)
+    sock.close()
+    return answer.status, data
+
+
+def measured(
+    stack: RunningStack, method: str, path: str, headers: dict[str, str]
+) -> tuple[int, bytes, int]:
+    """Send a small chunked body first (the endpoint's first use imports and caches what it
+    needs), then the 200 MB one; its answer and how far the server grew meanwhile (KB)."""
+    pid = stack.process.pid
+    send_chunked(stack.port, method, path, headers, len(PIECE))
+    time.sleep(0.2)
+    before = _status_kb(pid, "VmRSS")
+    peak_reset = _reset_peak(pid)
+    sampler = Sampler(pid)
+    sampler.start()
+    status, data = send_chunked(stack.port, method, path, headers, BODY_BYTES)
+    sampler.done.set()
+    sampler.join()
+    peak = max(sampler.peak, _status_kb(pid, "VmHWM") if peak_reset else 0)
+    return status, data, peak - before
+
+
+def _code(data: bytes) -> str:
+    return str(json.loads(data)["error"]["code"])
+
+
+def test_a_chunked_200_mb_sign_in_without_a_key_stays_bounded(stack: RunningStack) -> None:
+    status, data, grown = measured(
+        stack, "POST", "/console/dev-token", {"Content-Type": "application/json"}
+    )
+    assert (status, _code(data)) == (413, "payload_too_large")
+    assert grown < MAX_GROWTH_KB, f"the stack grew by {grown} KB"
+
+
+def test_a_chunked_200_mb_body_with_a_valid_token_stays_bounded(stack: RunningStack) -> None:
+    token = DevKey.load_or_create(stack.home).mint(tenant="local", subject="user-1")
+    headers = {"Content-Type": "application/json", "Authorization": f"Bearer {token}"}
+    status, data, grown = measured(stack, "POST", "/v1/subjects/user-1/memories", headers)
+    assert (status, _code(data)) == (413, "payload_too_large")
+    assert json.loads(data)["error"]["details"] == {"max_bytes": 64 * 1024}
+    assert grown < MAX_GROWTH_KB, f"the stack grew by {grown} KB"
+
+
+def test_a_chunked_200_mb_body_to_a_public_route_stays_bounded(stack: RunningStack) -> None:
+    # API Gateway passes a GET's body on as well, and the handler refuses it past its limit.
+    status, data, grown = measured(stack, "GET", "/v1/health", {})
+    assert (status, _code(data)) == (413, "payload_too_large")
+    assert grown < MAX_GROWTH_KB, f"the stack grew by {grown} KB"
+
+
+def test_a_chunked_200_mb_body_nobody_reads_is_dropped_in_small_pieces(
+    stack: RunningStack,
+) -> None:
+    status, data, grown = measured(stack, "GET", "/console/config.json", {})
+    assert status == 200 and "dev_sign_in" in json.loads(data)
+    assert grown < MAX_GROWTH_KB, f"the stack grew by {grown} KB"

@@ -1,0 +1,241 @@
+"""Run state under the write policy and the read limits memories and sessions have.
+
+A probe stored a checkpoint whose state held an SSN, an email and a phone number without
+consent, and a ``public``-ceiling agent with ``runs:write`` read it back whole. Now
+personal data in a run's content (plan version, budget, step, state, an operation's
+result reference) is refused without consent and classified ``pii`` with it; the rest of
+a run's content is ``internal``. A reader sees what its ceiling admits: a field above it
+is answered empty and named in ``withheld``, on every route that answers a checkpoint or
+an operation. A token may not replace a field it may not read. Runs on both stores.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memvault.errors import ConsentRequired, Forbidden, OperationConflict, VersionConflict
+from memvault.models.access import AccessContext, Scope
+from memvault.models.context import ContextRequest
+from memvault.models.memory import Sensitivity
+from memvault.models.run import (
+    Advance,
+    CreateRun,
+    OperationStatus,
+    RecordOperation,
+    RunEvent,
+    RunStatus,
+)
+from memvault.wiring import Services
+from tests.support.harness import ctx
+
+SSN = "078-05-1120"
+EMAIL = "alice@example.com"
+PHONE = "+1 650-253-0000"
+PERSONAL_STATE = {"customer": {"ssn": SSN, "email": EMAIL, "phone": PHONE}, "step_no": 3}
+CONTENT = ["step", "plan_version", "budget", "pending_approvals", "state", "artifact_refs"]
+RUNS_AND_CONTEXT = frozenset({Scope.RUNS_WRITE, Scope.MEMORY_READ})
+
+
+def reader(ceiling: Sensitivity) -> AccessContext:
+    return ctx(scopes=RUNS_AND_CONTEXT, max_sensitivity=ceiling)
+
+
+PII_READER = reader(Sensitivity.PII)
+INTERNAL_READER = reader(Sensitivity.INTERNAL)
+PUBLIC_READER = reader(Sensitivity.PUBLIC)
+
+
+def running(services: Services, run_id: str = "r-1") -> None:
+    runs = services.runs
+    runs.create(PII_READER, run_id, CreateRun(subject_id="u-1", plan_version="p1"))
+    runs.advance(
+        PII_READER, run_id, Advance(expected_version=1, status=RunStatus.RUNNING, step="plan")
+    )
+
+
+def personal(services: Services, run_id: str = "r-1") -> None:
+    """A run at version 3 whose state holds personal data, kept with consent."""
+    running(services, run_id)
+    services.runs.advance(
+        PII_READER,
+        run_id,
+        Advance(
+            expected_version=2,
+            status=RunStatus.WAITING_APPROVAL,
+            step="confirm the refund",
+            state=PERSONAL_STATE,
+            pending_approvals=["ap-1"],
+            consent=True,
+        ),
+    )
+
+
+def leaks(value: Any) -> list[str]:
+    text = value if isinstance(value, str) else value.model_dump_json()
+    return [p for p in (SSN, EMAIL, "253-0000") if p in text]
+
+
+def test_personal_data_in_run_state_needs_consent_and_nothing_is_kept_without_it(
+    services: Services,
+) -> None:
+    running(services)
+    with pytest.raises(ConsentRequired) as raised:
+        services.runs.advance(
+            PII_READER,
+            "r-1",
+            Advance(expected_version=2, status=RunStatus.RUNNING, step="s", state=PERSONAL_STATE),
+        )
+    details = raised.value.details
+    assert {"national_id", "email", "phone_number"} <= set(details["pii_types"])
+    assert details["fields"] and all(f.startswith("state.customer") for f in details["fields"])
+    assert leaks(str(raised.value.to_body())) == []
+    assert services.runs.get(PII_READER, "r-1").version == 2  # nothing kept
+    # The same holds for a run's creation and for an operation's result reference.
+    with pytest.raises(ConsentRequired):
+        services.runs.create(
+            PII_READER, "r-2", CreateRun(subject_id="u-1", plan_version="p1", budget={EMAIL: 1})
+        )
+    with pytest.raises(ConsentRequired):
+        services.runs.record_operation(
+            PII_READER,
+            "r-1",
+            "op-1",
+            RecordOperation(status=OperationStatus.COMMITTED, result_ref=f"mailto:{EMAIL}"),
+        )
+    assert services.runs.get(PII_READER, "r-1").operations == []
+
+
+def test_a_reader_sees_only_the_run_state_its_ceiling_admits(services: Services) -> None:
+    personal(services)
+    runs = services.runs
+
+    full = runs.get(PII_READER, "r-1")
+    assert full.state == PERSONAL_STATE and full.withheld == [] and full.pii_fields == ["state"]
+
+    internal = runs.get(INTERNAL_READER, "r-1")
+    assert (internal.state, internal.withheld) == ({}, ["state"])
+    assert (internal.step, internal.pending_approvals) == ("confirm the refund", ["ap-1"])
+    assert (internal.status, internal.version) == (RunStatus.WAITING_APPROVAL, 3)
+
+    public = runs.get(PUBLIC_READER, "r-1")
+    assert public.withheld == CONTENT
+    assert (public.step, public.plan_version, public.state, public.pending_approvals) == (
+        "",
+        "",
+        {},
+        [],
+    )
+    assert (public.status, public.version) == (RunStatus.WAITING_APPROVAL, 3)
+
+    for low in (INTERNAL_READER, PUBLIC_READER):
+        assert leaks(runs.get(low, "r-1")) == []
+        assert leaks(runs.version(low, "r-1", 3)) == []
+        assert runs.version(low, "r-1", 3).withheld == runs.get(low, "r-1").withheld
+        context = services.context.assemble(
+            low, "u-1", ContextRequest(goal="help", token_budget=4000, run_id="r-1")
+        )
+        assert leaks(context) == []
+    assert runs.version(PII_READER, "r-1", 3).state == PERSONAL_STATE
+    assert runs.version(INTERNAL_READER, "r-1", 2).withheld == []  # no personal data then
+
+
+def test_answers_to_writes_leave_out_what_the_writer_may_not_read(services: Services) -> None:
+    personal(services)
+    runs = services.runs
+    # A stale advance is answered with the current checkpoint, as the caller may see it.
+    with pytest.raises(VersionConflict) as stale:
+        runs.advance(
+            INTERNAL_READER, "r-1", Advance(expected_version=2, status=RunStatus.RUNNING, step="s")
+        )
+    assert leaks(str(stale.value.to_body())) == []
+    assert stale.value.details["current"]["withheld"] == ["state"]
+    # An event's answer, and an advance that keeps the state it may not read.
+    granted = runs.deliver_event(
+        INTERNAL_READER,
+        "r-1",
+        RunEvent(event_id="e-1", type="approval.granted", approval_id="ap-1"),
+    )
+    assert granted["checkpoint"].withheld == ["state"] and leaks(granted["checkpoint"]) == []
+    moved = runs.advance(
+        INTERNAL_READER, "r-1", Advance(expected_version=4, status=RunStatus.RUNNING, step="pay")
+    )
+    assert (moved.version, moved.withheld, moved.state) == (5, ["state"], {})
+    assert runs.get(PII_READER, "r-1").state == PERSONAL_STATE  # kept, still classified
+    assert runs.get(PII_READER, "r-1").pii_fields == ["state"]
+
+
+def test_a_token_may_not_replace_run_state_it_may_not_read(services: Services) -> None:
+    personal(services)
+    runs = services.runs
+    with pytest.raises(Forbidden) as refused:
+        runs.advance(
+            INTERNAL_READER,
+            "r-1",
+            Advance(expected_version=3, status=RunStatus.RUNNING, step="s", state={"reset": True}),
+        )
+    assert refused.value.details["withheld"] == ["state"]
+    assert runs.get(PII_READER, "r-1").state == PERSONAL_STATE
+    # A token that may read it replaces it, and the new state is internal again.
+    clean = runs.advance(
+        PII_READER,
+        "r-1",
+        Advance(expected_version=3, status=RunStatus.RUNNING, step="s", state={"reset": True}),
+    )
+    assert clean.pii_fields == [] and runs.get(INTERNAL_READER, "r-1").state == {"reset": True}
+    # A public token may read none of a run's content, so it replaces none of it.
+    with pytest.raises(Forbidden):
+        runs.advance(
+            PUBLIC_READER, "r-1", Advance(expected_version=4, status=RunStatus.RUNNING, step="t")
+        )
+
+
+def test_an_operations_personal_result_reference_is_classified_and_withheld(
+    services: Services,
+) -> None:
+    running(services)
+    runs = services.runs
+    ref = f"mailto:{EMAIL}"
+    recorded, _ = runs.record_operation(
+        PII_READER,
+        "r-1",
+        "op-1",
+        RecordOperation(status=OperationStatus.COMMITTED, result_ref=ref, consent=True),
+    )
+    assert (recorded.result_ref, recorded.sensitivity) == (ref, Sensitivity.PII)
+    (op,) = runs.get(INTERNAL_READER, "r-1").operations
+    assert (op.result_ref, op.withheld, op.status.value) == (None, ["result_ref"], "COMMITTED")
+    assert runs.get(PII_READER, "r-1").operations[0].result_ref == ref
+    with pytest.raises(OperationConflict) as conflict:
+        runs.record_operation(
+            INTERNAL_READER,
+            "r-1",
+            "op-1",
+            RecordOperation(status=OperationStatus.FAILED),
+        )
+    assert leaks(str(conflict.value.to_body())) == []
+    # An internal reference is shown to an internal reader, not to a public one.
+    runs.record_operation(
+        PII_READER,
+        "r-1",
+        "op-2",
+        RecordOperation(status=OperationStatus.COMMITTED, result_ref="s3://x/1"),
+    )
+    shown = {o.operation_id: o.result_ref for o in runs.get(INTERNAL_READER, "r-1").operations}
+    assert shown["op-2"] == "s3://x/1"
+    assert [o.result_ref for o in runs.get(PUBLIC_READER, "r-1").operations] == [None, None]
+
+
+def test_a_replayed_create_from_before_consent_existed_is_the_same_run(
+    services: Services,
+) -> None:
+    """Consent is not part of a create's identity: the same run with or without it."""
+    body = CreateRun(subject_id="u-1", plan_version="p1", budget={"tokens": 5})
+    services.runs.create(PII_READER, "r-1", body)
+    again, created = services.runs.create(
+        PII_READER,
+        "r-1",
+        CreateRun(subject_id="u-1", plan_version="p1", budget={"tokens": 5}, consent=True),
+    )
+    assert not created and again.version == 1

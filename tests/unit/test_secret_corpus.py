@@ -1,0 +1,228 @@
+"""Secret detection measured on two corpora: the part it was tuned on, and a held-out part
+written independently that it was never tuned on (``tests/support/secret_corpus.py``).
+
+Every item is scanned as the service stores it, in the field it names: a memory's
+content, tags, scope and source reference; a session message or summary; a run's step,
+state, budget and pending approvals (structured values, names and values together); an
+operation's result reference; an artifact's name. The targets, per part and language:
+recall at least 0.99 on the tuning part and 0.97 on the held-out part, false positives at
+most 2% on benign text that looks like a secret. The figures go to
+``build/secret_corpus.json`` (ids only, never the text) and to the reliability report.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import math
+import sys
+from collections import Counter
+from functools import cache
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import pytest
+
+from memvault.policy.secrets import find_secrets
+from tests.support import reliability
+from tests.support import secret_corpus as corpus
+
+ROOT = Path(__file__).resolve().parents[2]
+GENERATOR_PATH = ROOT / "scripts" / "make_secret_corpus.py"
+REPORT_PATH = ROOT / "build" / "secret_corpus.json"
+PROMPT_PATH = ROOT / "tests" / "data" / "secret_corpus_heldout.prompt.md"
+
+RECALL_TARGET = {"tuning": 0.99, "heldout": 0.97}
+FALSE_POSITIVE_TARGET = 0.02
+MIN_ITEMS = {"secret": 300, "benign": 200}
+MIN_CHINESE = 0.3
+MIN_STRUCTURED = 0.1
+
+
+def generator() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("make_secret_corpus", GENERATOR_PATH)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        del sys.modules[spec.name]
+    return module
+
+
+@cache
+def items(part: str) -> list[dict[str, Any]]:
+    return corpus.load(part)
+
+
+def _need(part: str) -> None:
+    if not corpus.exists(part):
+        pytest.skip(
+            f"{corpus.PARTS[part].relative_to(ROOT)} is not there yet: a helper that has not "
+            f"seen the detector writes it from {PROMPT_PATH.relative_to(ROOT)}"
+        )
+
+
+# --- the corpora ---------------------------------------------------------------------------
+
+
+def test_the_tuning_part_is_what_its_generator_writes() -> None:
+    assert generator().render() == corpus.PARTS["tuning"].read_text(encoding="utf-8"), (
+        "tests/data/secret_corpus_tuning.json is stale: run python scripts/make_secret_corpus.py"
+    )
+
+
+@pytest.mark.parametrize("part", sorted(corpus.PARTS))
+def test_each_part_has_the_documented_shape(part: str) -> None:
+    _need(part)
+    head = corpus.header(part)
+    assert head["version"] == 1 and head["part"] == part and head["description"]
+    raw = json.loads(corpus.PARTS[part].read_text(encoding="utf-8"))["items"]
+    ids = [item["id"] for item in raw]
+    assert len(ids) == len(set(ids)), "ids must be unique"
+    for item in raw:
+        body = "value" if item["field"] in corpus.VALUE_FIELDS else "text"
+        assert set(item) == {"id", "label", "kind", "lang", "field", body}, item["id"]
+        assert item["label"] in corpus.LABELS and item["lang"] in corpus.LANGS, item["id"]
+        assert item["field"] in corpus.FIELDS and item["kind"], item["id"]
+    for item in items(part):
+        for _, text in corpus.rendered(item):
+            assert "{{rand:" not in text and "{{enc:" not in text, item["id"]
+
+
+@pytest.mark.parametrize("part", sorted(corpus.PARTS))
+def test_each_part_covers_both_languages_and_structured_fields(part: str) -> None:
+    _need(part)
+    every = items(part)
+    labels = Counter(item["label"] for item in every)
+    for label, least in MIN_ITEMS.items():
+        assert labels[label] >= least, f"{part}: {labels[label]} {label} items, want {least}"
+    for label in corpus.LABELS:
+        mine = [item for item in every if item["label"] == label]
+        zh = sum(item["lang"] == "zh" for item in mine) / len(mine)
+        assert zh >= MIN_CHINESE, f"{part}: {zh:.0%} of {label} items in Chinese"
+    secrets = [item for item in every if item["label"] == "secret"]
+    structured = sum(item["field"] in corpus.VALUE_FIELDS for item in secrets) / len(secrets)
+    assert structured >= MIN_STRUCTURED, f"{part}: {structured:.0%} of secrets structured"
+
+
+def test_the_parts_share_no_item() -> None:
+    _need("heldout")
+    seen = {json.dumps(item.get("text", item.get("value"))) for item in items("tuning")}
+    shared = [
+        i["id"] for i in items("heldout") if json.dumps(i.get("text", i.get("value"))) in seen
+    ]
+    assert not shared
+
+
+# --- the measurement -------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def report() -> dict[str, Any]:
+    """Both parts measured once; written to build/secret_corpus.json."""
+    figures: dict[str, Any] = {
+        "targets": {"recall_min": RECALL_TARGET, "false_positives_max": FALSE_POSITIVE_TARGET}
+    }
+    for part in corpus.PARTS:
+        if corpus.exists(part):
+            figures[part] = corpus.measure(items(part), find_secrets)
+            _record(part, figures[part])
+    REPORT_PATH.parent.mkdir(parents=True, exist_ok=True)
+    REPORT_PATH.write_text(json.dumps(figures, ensure_ascii=False, indent=1) + "\n")
+    return figures
+
+
+def _record(part: str, figures: dict[str, Any]) -> None:
+    """One reliability row per target, part and language; a row's violations are the items
+    beyond what its target allows."""
+    target = RECALL_TARGET[part]
+    secret, benign = figures["secret"], figures["benign"]
+    for lang in ("all", "en", "zh", "structured"):
+        if lang == "all":
+            row = {"items": secret["items"], "hits": secret["detected"], "rate": secret["recall"]}
+        elif lang == "structured":
+            structured = secret["structured"]
+            row = {"items": structured["items"], "hits": structured["detected"]}
+            row["rate"] = structured["recall"]
+        else:
+            row = secret["by_lang"][lang]
+        misses = row["items"] - row["hits"]
+        allowed = math.floor(row["items"] * (1 - target) + 1e-9)
+        reliability.record(
+            f"secret-corpus-{part}-recall-{lang}",
+            category="policy",
+            fault=f"labelled secrets of the {part} corpus ({lang}), in every stored field",
+            oracle=f"recall >= {target}",
+            seeds=1,
+            operations=row["items"],
+            violations=max(0, misses - allowed),
+            details={"recall": row["rate"], "missed": misses, "target": target},
+        )
+    for lang in ("all", "en", "zh"):
+        row = (
+            {"items": benign["items"], "hits": benign["false_positives"], "rate": benign["rate"]}
+            if lang == "all"
+            else benign["by_lang"][lang]
+        )
+        allowed = math.floor(row["items"] * FALSE_POSITIVE_TARGET + 1e-9)
+        reliability.record(
+            f"secret-corpus-{part}-false-positives-{lang}",
+            category="policy",
+            fault=f"benign look-alikes of the {part} corpus ({lang}): docs, placeholders, ids",
+            oracle=f"secret false positives <= {FALSE_POSITIVE_TARGET:.0%}",
+            seeds=1,
+            operations=row["items"],
+            violations=max(0, row["hits"] - allowed),
+            details={"rate": row["rate"], "false_positives": row["hits"]},
+        )
+
+
+def _listing(section: dict[str, Any], key: str) -> str:
+    rows = sorted(section["by_kind"].items(), key=lambda kv: (kv[1]["rate"], kv[0]))
+    if key == "flagged":
+        rows.reverse()
+    return "\n".join(f"  {kind}: {r['rate']:.2f} ({r['hits']}/{r['items']})" for kind, r in rows)
+
+
+def test_the_report_holds_ids_only(report: dict[str, Any]) -> None:
+    written = REPORT_PATH.read_text(encoding="utf-8")
+    assert json.loads(written) == report
+    for part in corpus.PARTS:
+        if part in report:
+            texts = [i["text"] for i in items(part) if "text" in i and len(i["text"]) > 16]
+            assert not any(text in written for text in texts)
+
+
+@pytest.mark.parametrize("lang", ["all", "en", "zh", "structured"])
+@pytest.mark.parametrize("part", sorted(corpus.PARTS))
+def test_secret_recall_meets_its_target(report: dict[str, Any], part: str, lang: str) -> None:
+    _need(part)
+    section = report[part]["secret"]
+    if lang == "all":
+        recall = section["recall"]
+    elif lang == "structured":
+        recall = section["structured"]["recall"]
+    else:
+        recall = section["by_lang"][lang]["rate"]
+    assert recall >= RECALL_TARGET[part], (
+        f"{part} secret recall ({lang}) is {recall:.3f}, target {RECALL_TARGET[part]}; missed "
+        f"{section['missed']}\nper kind, worst first:\n" + _listing(section, "missed")
+    )
+
+
+@pytest.mark.parametrize("lang", ["all", "en", "zh"])
+@pytest.mark.parametrize("part", sorted(corpus.PARTS))
+def test_benign_false_positives_meet_the_target(
+    report: dict[str, Any], part: str, lang: str
+) -> None:
+    _need(part)
+    section = report[part]["benign"]
+    rate = section["rate"] if lang == "all" else section["by_lang"][lang]["rate"]
+    assert rate <= FALSE_POSITIVE_TARGET, (
+        f"{part} benign items flagged ({lang}): {rate:.3f}, target at most "
+        f"{FALSE_POSITIVE_TARGET}; flagged {section['flagged']}\nper kind, worst first:\n"
+        + _listing(section, "flagged")
+    )
