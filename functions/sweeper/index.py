@@ -10,9 +10,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from memvault.observability import logger
+from memvault.observability import logger, metrics
 
 
+@metrics.log_metrics  # PurgeAbandoned, when a deletion's relaunches run out
 def handler(event: dict[str, Any], context: Any) -> dict[str, int]:
     # Imported on the first run, not with the module: the composition (boto3, the
     # services) is most of this function's cold start, and it is built per run anyway.

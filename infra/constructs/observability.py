@@ -158,6 +158,17 @@ class Observability(Construct):
         timed_out = purge.metric_timed_out(period=period, statistic="Sum")
         self._alarm("purge-failed", failed, settings.PURGE_FAILED_THRESHOLD)
         self._alarm("purge-timed-out", timed_out, settings.PURGE_FAILED_THRESHOLD)
+        # A deletion whose relaunches ran out (the sweeper's bounded attempts): it needs
+        # an operator. Emitted by whichever function launched it, with Powertools' service
+        # dimension (the api, direct and sweeper functions share the service name).
+        abandoned = cloudwatch.Metric(
+            namespace=settings.APP,
+            metric_name="PurgeAbandoned",
+            dimensions_map={"service": settings.APP},
+            period=period,
+            statistic="Sum",
+        )
+        self._alarm("purge-abandoned", abandoned, settings.PURGE_FAILED_THRESHOLD)
         return cloudwatch.GraphWidget(
             title="Purge pipeline: executions started, succeeded, failed, timed out",
             left=[

@@ -561,6 +561,20 @@ def test_failed_or_timed_out_purges_raise_alarms(silo: Synth, metric: str) -> No
     assert alarm["AlarmActions"] == [{"Ref": topic}]
 
 
+def test_a_purge_whose_relaunches_ran_out_raises_an_alarm(silo: Synth) -> None:
+    """The launcher counts PurgeAbandoned once a deletion's bounded relaunches are spent."""
+    topic = _one(silo, "AWS::SNS::Topic")[0]
+    (alarm,) = [
+        a["Properties"]
+        for a in silo.resources("AWS::CloudWatch::Alarm").values()
+        if a["Properties"].get("MetricName") == "PurgeAbandoned"
+    ]
+    assert alarm["Namespace"] == "memvault"
+    assert alarm["Dimensions"] == [{"Name": "service", "Value": "memvault"}]
+    assert alarm["Threshold"] == 1
+    assert {"Ref": topic} in alarm["AlarmActions"]
+
+
 def test_the_purge_functions_errors_raise_an_alarm(silo: Synth) -> None:
     purge = {"Name": "FunctionName", "Value": {"Ref": _function(silo, "Purge")[0]}}
     assert any(
