@@ -107,6 +107,26 @@ def test_run_state_beyond_the_stores_number_range_is_a_422(api: Any) -> None:
     assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
 
 
+@pytest.mark.parametrize(
+    "state",
+    [{"k": "\ud800"}, {"\udfff": "v"}, {"k": {"deeper": ["\ud83d"]}}],
+    ids=["value", "key", "nested"],
+)
+def test_a_lone_surrogate_in_run_state_is_a_422_never_a_500(
+    api: Any, state: dict[str, Any]
+) -> None:
+    """A fresh probe found the lone surrogate in a state value answered 500 (it cannot be
+    serialized) and one in a key was stored as replacement characters."""
+    created = _send("PUT", "/v1/runs/r-4", json.dumps({"subject_id": "u-1", "plan_version": "p"}))
+    assert created.status in (200, 201), created.body
+    advance = {"expected_version": 1, "status": "RUNNING", "step": "s", "state": state}
+    answer = _send("POST", "/v1/runs/r-4/checkpoints", json.dumps(advance))
+    assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+    budget = {"subject_id": "u-1", "plan_version": "p", "budget": {"\ud800": 1.0}}
+    answer = _send("PUT", "/v1/runs/r-5", json.dumps(budget))
+    assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+
+
 #: Characters that make an id look like another, or end a line where none is seen: C0
 #: and C1 controls, bidirectional overrides, isolates and marks, zero-width and BOM
 #: format characters, line separators, a lone surrogate.

@@ -94,14 +94,26 @@ _CONSENT = (
 )
 
 
+def _no_lone_surrogate(text: str) -> None:
+    """A lone surrogate is no character: it cannot be encoded, stored or sent back."""
+    if any("\ud800" <= c <= "\udfff" for c in text):
+        raise ValueError(
+            "text holds a lone surrogate (half of a UTF-16 pair); send whole characters"
+        )
+
+
 def _storable(value: Any, depth: int = 0) -> Any:
     """Refuse what DynamoDB cannot store exactly: NaN/infinity, numbers beyond 38 digits
-    or outside its range (``storable_number``), nesting beyond 32 levels."""
+    or outside its range (``storable_number``), nesting beyond 32 levels, and text (keys
+    included) with a lone surrogate."""
     if depth > 32:
         raise ValueError("state is nested too deeply (32 levels at most)")
     storable_number(value)
+    if isinstance(value, str):
+        _no_lone_surrogate(value)
     if isinstance(value, dict):
-        for item in value.values():
+        for key, item in value.items():
+            _no_lone_surrogate(key)
             _storable(item, depth + 1)
     if isinstance(value, list):
         for item in value:
