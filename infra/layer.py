@@ -796,7 +796,7 @@ from memvault.policy.pii import find_pii
 from memvault.policy.secrets import find_secrets
 from memvault.services.tokens import Cl100kCounter
 import bpe_openai, phonenumbers
-key = "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "EXAMPLEKEY"
+key = "aws_secret_access_key = " + "wJalrXUtnFEMI/K7MDENG/bPxRfiCY" + "q8Lr2Vd0XtwZ"
 result = {
     "secrets": sorted({f.secret_type for f in find_secrets([("content", key)])}),
     "pii": sorted({f.pii_type for f in find_pii([("content", "call me on +44 20 7946 0958")])}),
@@ -945,7 +945,7 @@ def rehearsal_problems(name: str, report: dict[str, Any]) -> list[str]:
         if not isinstance(result, dict) or (
             result.get("pii") != ["phone_number"]
             or not result.get("tokens")
-            or "AWS Secret Access Key" not in result.get("secrets", ())
+            or not result.get("secrets")  # AWS's own example key reads as documentation
         ):
             problems.append(f"probe: {report.get('probe')}")
     return problems
