@@ -30,7 +30,7 @@ def test_the_conformance_suite(stack: RunningStack) -> None:
     @checkpointer_test(name="MemvaultSaver")
     async def memvault_saver() -> AsyncIterator[MemvaultSaver]:
         async with AsyncMemvaultClient(stack.url, token=token) as client:
-            yield MemvaultSaver(subject_id=subject, aclient=client)
+            yield MemvaultSaver(subject_id=subject, aclient=client, consent=True)
 
     report = asyncio.run(validate(memvault_saver))
     results = report.to_dict()
