@@ -157,6 +157,8 @@ def _targets(rows: list[dict[str, Any]], mutation: dict[str, Any] | None) -> lis
             out.append(f"| {what} | {must} | not measured | 0 | no rows |")
             continue
         met = "yes" if r["violations"] == 0 else "**no**"
+        if r["violations"] and r["details"].get("open_issue"):
+            met += f" (issue {r['details']['open_issue']} open)"
         out.append(
             f"| {what} | {must} | {r['details'][key]:.3f} (of {r['operations']}) | 1 | {met} |"
         )
@@ -201,11 +203,19 @@ def _mutants(mutation: dict[str, Any] | None) -> list[str]:
 
 
 def failures(scenarios: dict[str, Any] | None, mutation: dict[str, Any] | None) -> list[str]:
-    found = [
-        f"{r['name']} ({r['store']}): {r['violations']} violation(s)"
-        for r in (scenarios or {}).get("scenarios", [])
-        if r["violations"]
-    ]
+    """What fails the check. A row marked with an open issue (``details["open_issue"]``) is a
+    known gap: its violations are reported, not failed on. The mark is strict, as pytest's
+    strict xfail: a marked row that meets its target fails, so the mark goes with the fix."""
+    found = []
+    for r in (scenarios or {}).get("scenarios", []):
+        gap = r.get("details", {}).get("open_issue")
+        if r["violations"] and not gap:
+            found.append(f"{r['name']} ({r['store']}): {r['violations']} violation(s)")
+        elif gap and not r["violations"]:
+            found.append(
+                f"{r['name']} ({r['store']}): meets its target, yet is marked as the open gap "
+                f"of issue {gap}; remove the mark"
+            )
     if mutation is not None:
         found += [
             f"mutant {m['id']}: {m['status']}"
@@ -247,6 +257,14 @@ def main(argv: list[str] | None = None) -> int:
             bad += [f"no scenario measures: {what}" for c, what in TARGETS if c not in present]
         for line in bad:
             print(f"reliability: {line}", file=sys.stderr)
+        for r in scenarios["scenarios"]:
+            gap = r.get("details", {}).get("open_issue")
+            if gap and r["violations"]:
+                print(
+                    f"reliability: known gap, issue {gap} open: {r['name']} "
+                    f"({r['violations']} violation(s))",
+                    file=sys.stderr,
+                )
         rows = len(scenarios["scenarios"])
         print(f"reliability: {rows} scenario rows, {len(bad)} failing")
         return 1 if bad else 0

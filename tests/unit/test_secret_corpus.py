@@ -43,11 +43,12 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: These cases are expected to fail (strict: one that passes fails the run, so the mark
 #: goes with the improvement). The detector must not be tuned on this part; since its
 #: misses are now known, the next measurement needs a newly written held-out part.
+HELDOUT_OPEN_ISSUE: int | None = 29
 HELDOUT_BELOW_TARGET = pytest.mark.xfail(
     strict=True, reason="held-out part below target (issue 29 stays open); see above"
 )
 PARTS = [
-    pytest.param(p, marks=HELDOUT_BELOW_TARGET) if p == "heldout" else p
+    pytest.param(p, marks=HELDOUT_BELOW_TARGET) if p == "heldout" and HELDOUT_OPEN_ISSUE else p
     for p in sorted(corpus.PARTS)
 ]
 MIN_CHINESE = 0.3
@@ -151,8 +152,11 @@ def report() -> dict[str, Any]:
 
 def _record(part: str, figures: dict[str, Any]) -> None:
     """One reliability row per target, part and language; a row's violations are the items
-    beyond what its target allows."""
+    beyond what its target allows. While the held-out part is marked below target, its rows
+    carry the open issue, so the reliability check reports them as a known gap (and fails
+    once they meet the target with the mark still there)."""
     target = RECALL_TARGET[part]
+    gap = {"open_issue": HELDOUT_OPEN_ISSUE} if part == "heldout" and HELDOUT_OPEN_ISSUE else {}
     secret, benign = figures["secret"], figures["benign"]
     for lang in ("all", "en", "zh", "structured"):
         if lang == "all":
@@ -173,7 +177,7 @@ def _record(part: str, figures: dict[str, Any]) -> None:
             seeds=1,
             operations=row["items"],
             violations=max(0, misses - allowed),
-            details={"recall": row["rate"], "missed": misses, "target": target},
+            details={"recall": row["rate"], "missed": misses, "target": target, **gap},
         )
     for lang in ("all", "en", "zh"):
         row = (
@@ -190,7 +194,7 @@ def _record(part: str, figures: dict[str, Any]) -> None:
             seeds=1,
             operations=row["items"],
             violations=max(0, row["hits"] - allowed),
-            details={"rate": row["rate"], "false_positives": row["hits"]},
+            details={"rate": row["rate"], "false_positives": row["hits"], **gap},
         )
 
 
