@@ -322,3 +322,39 @@ def test_a_retried_write_of_a_version_classified_above_the_reader_stays_not_foun
         refused(again, 404, "not_found")
         assert OLD_CANARY not in text(again)
     assert call("POST", MEMORIES, owner(), body).status == 201
+
+
+# (the correction an agent sends to a memory the user wrote, what it would widen)
+WIDENINGS = {
+    "pii to public": ({"sensitivity": "pii"}, {"sensitivity": "public"}),
+    "pii to internal": ({"sensitivity": "pii"}, {"sensitivity": "internal"}),
+    "one role to everyone": ({"visibility": ["planner"]}, {"visibility": []}),
+    "one role to two": ({"visibility": ["planner"]}, {"visibility": ["planner", "coder"]}),
+}
+
+
+@pytest.mark.parametrize("case", sorted(WIDENINGS))
+def test_an_agent_may_not_lower_a_memory_or_widen_who_reads_it(rig: RecallRig, case: str) -> None:
+    """An agent that may read a memory must not decide who else reads it: lowering the
+    sensitivity or widening the visibility is the user's or a reviewer's call (the new
+    version would keep the user's provenance, and lower agents would read it). Raising or
+    narrowing stays open to the agent; the user may lower the sensitivity."""
+    written, widening = WIDENINGS[case]
+    memory = write(owner(), f"{CANARY} badge number 4471", **written)
+    agent = claims(agent_role="planner", max_sensitivity="pii")
+    answer = call(
+        "PATCH", f"{MEMORIES}/{memory['memory_id']}", agent, {"expected_version": 1, **widening}
+    )
+    refused(answer, 403, "provenance_not_allowed")
+    assert CANARY not in text(answer)
+    lower = claims(agent_role="coder", max_sensitivity="public")
+    refused(call("GET", f"{MEMORIES}/{memory['memory_id']}", lower), 404, "not_found")
+    if "sensitivity" in widening:  # the user may lower it (role lists hide it from the user)
+        assert patch(owner(), memory["memory_id"], **widening)["version"] == 2
+
+
+def test_an_agent_may_raise_a_memory_or_narrow_who_reads_it(rig: RecallRig) -> None:
+    memory = write(owner(), "prefers tea in the afternoon", visibility=["planner", "coder"])
+    agent = claims(agent_role="planner", max_sensitivity="pii")
+    changed = patch(agent, memory["memory_id"], sensitivity="internal", visibility=["planner"])
+    assert changed["sensitivity"] == "internal" and changed["visibility"] == ["planner"]

@@ -851,6 +851,15 @@ class Governance(RuleBasedStateMachine):
         confirming = change == "confirm" and not (kept and head.status == "active")
         if confirming and source == "model_inferred" and who.kind == "agent":
             return self.expect(answer, 403, what, "provenance_not_allowed")
+        lowered = change == "sensitivity" and level.rank < head.sensitivity.rank
+        widened = (
+            change == "visibility"
+            and bool(head.visibility)
+            and (not visibility or not set(visibility) <= set(head.visibility))
+        )
+        if who.kind == "agent" and (lowered or widened):
+            # Who else may read it is a person's decision, never an agent's.
+            return self.expect(answer, 403, what, "provenance_not_allowed")
         confirmed = change == "confirm" or (head.status == "active" and kept)
         pii = head.pii and change != "content"
         new_level = Sensitivity(patch.get("sensitivity", head.sensitivity.value))

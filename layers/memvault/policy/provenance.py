@@ -28,7 +28,7 @@ from enum import StrEnum
 
 from memvault.errors import ProvenanceNotAllowed, ValidationFailed
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Source, SourceType
+from memvault.models.memory import Sensitivity, Source, SourceType
 
 
 class Caller(StrEnum):
@@ -93,6 +93,33 @@ def check_confirm(ctx: AccessContext) -> None:
             "an agent token may not confirm a candidate memory; the user or a reviewer "
             "confirms it (a token without agent_role)",
             {"caller": Caller.AGENT.value, "action": "confirm"},
+        )
+
+
+def check_reclassify(
+    ctx: AccessContext,
+    current: tuple[Sensitivity, list[str]],
+    new: tuple[Sensitivity, list[str]],
+) -> None:
+    """Lowering a memory's sensitivity or widening its visibility decides who else may read
+    what the user said: a person's decision (the user, or a reviewer), never an agent's. An
+    agent may raise the sensitivity and narrow the visibility (that only hides more)."""
+    if caller_kind(ctx) is not Caller.AGENT:
+        return
+    (old_sensitivity, old_visibility), (new_sensitivity, new_visibility) = current, new
+    lowered = new_sensitivity.rank < old_sensitivity.rank
+    widened = bool(old_visibility) and (
+        not new_visibility or not set(new_visibility) <= set(old_visibility)
+    )
+    if lowered or widened:
+        raise ProvenanceNotAllowed(
+            "an agent token may not lower a memory's sensitivity or widen its visibility; "
+            "the user or a reviewer (a token without agent_role) reclassifies it. An agent "
+            "may raise the sensitivity or narrow the visibility",
+            {
+                "caller": Caller.AGENT.value,
+                "action": "declassify" if lowered else "widen_visibility",
+            },
         )
 
 

@@ -585,6 +585,11 @@ class MemoryService:
         if confirming and source.type is SourceType.MODEL_INFERRED:
             provenance.check_confirm(ctx)
         sensitivity = patch.sensitivity or current.sensitivity
+        provenance.check_reclassify(
+            ctx,
+            (current.sensitivity, current.visibility),
+            (sensitivity, current.visibility if patch.visibility is None else patch.visibility),
+        )
         consent = current.consent if patch.consent is None else patch.consent
         decision = write_policy.evaluate(
             write_policy.Draft(
