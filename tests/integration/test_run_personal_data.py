@@ -11,12 +11,21 @@ an operation. A token may not replace a field it may not read. Runs on both stor
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any
 
 import pytest
 
-from memvault.errors import ConsentRequired, Forbidden, OperationConflict, VersionConflict
+from memvault.errors import (
+    ConsentRequired,
+    Forbidden,
+    NotFound,
+    OperationConflict,
+    ValidationFailed,
+    VersionConflict,
+)
 from memvault.models.access import AccessContext, Scope
+from memvault.models.artifact import StartUpload
 from memvault.models.context import ContextRequest
 from memvault.models.memory import Sensitivity
 from memvault.models.run import (
@@ -27,6 +36,7 @@ from memvault.models.run import (
     RunEvent,
     RunStatus,
 )
+from memvault.models.session import AppendMessage
 from memvault.wiring import Services
 from tests.support.harness import ctx
 
@@ -239,3 +249,95 @@ def test_a_replayed_create_from_before_consent_existed_is_the_same_run(
         CreateRun(subject_id="u-1", plan_version="p1", budget={"tokens": 5}, consent=True),
     )
     assert not created and again.version == 1
+
+
+# --- ids and names: shown to every reader of what they name, never withheld ------------
+
+ID_EMAIL = "li.wei@example.com"
+ID_SSN = "078-05-1120"
+WRITER = ctx(
+    scopes=frozenset({Scope.RUNS_WRITE, Scope.SESSIONS_WRITE, Scope.ARTIFACTS_WRITE}),
+    max_sensitivity=Sensitivity.PII,
+)
+
+
+def _refused_as_id(raised: pytest.ExceptionInfo[ValidationFailed], field: str) -> None:
+    assert raised.value.details["field"] == field
+    assert raised.value.details["reason"] == "pii_in_id"
+    assert ID_EMAIL not in str(raised.value) and ID_SSN not in str(raised.value)
+
+
+def test_a_run_id_holding_personal_data_is_refused_and_nothing_is_stored(
+    services: Services,
+) -> None:
+    """A probe created run ``trip-<e-mail>``; the id was listed to public readers. An id
+    is never withheld, so it may not hold personal data at all (consent or not)."""
+    run_id = f"trip-{ID_EMAIL}"
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.create(
+            PII_READER, run_id, CreateRun(subject_id="u-1", plan_version="p1", consent=True)
+        )
+    _refused_as_id(raised, "run_id")
+    with pytest.raises(NotFound):
+        services.runs.get(PII_READER, run_id)
+    # Ids of digits (often a phone number's shape) stay open: only precise kinds are judged.
+    services.runs.create(
+        PII_READER, "build-12345678901", CreateRun(subject_id="u-1", plan_version="p1")
+    )
+
+
+def test_operation_event_approval_and_session_ids_holding_personal_data_are_refused(
+    services: Services,
+) -> None:
+    running(services)
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.record_operation(
+            PII_READER, "r-1", f"refund-{ID_SSN}", RecordOperation(status=OperationStatus.PENDING)
+        )
+    _refused_as_id(raised, "operation_id")
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.advance(
+            PII_READER,
+            "r-1",
+            Advance(
+                expected_version=2,
+                status=RunStatus.WAITING_APPROVAL,
+                step="wait",
+                pending_approvals=["ap-1", f"ask-{ID_EMAIL}"],
+                consent=True,
+            ),
+        )
+    _refused_as_id(raised, "pending_approvals[1]")
+    assert services.runs.get(PII_READER, "r-1").version == 2
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.deliver_event(
+            PII_READER, "r-1", RunEvent(event_id=f"mail-{ID_EMAIL}", type="note")
+        )
+    _refused_as_id(raised, "event_id")
+    with pytest.raises(ValidationFailed) as raised:
+        services.sessions.append(
+            WRITER,
+            "u-1",
+            f"chat-{ID_EMAIL}",
+            AppendMessage(request_id="m-1", role="assistant", content="hello"),  # type: ignore[arg-type]
+        )
+    _refused_as_id(raised, "session_id")
+
+
+def test_an_artifact_named_with_personal_data_must_be_declared_pii(services: Services) -> None:
+    data = b"scan"
+    body = {
+        "request_id": "up-1",
+        "media_type": "text/plain",
+        "size_bytes": len(data),
+        "sha256": hashlib.sha256(data).hexdigest(),
+        "name": f"passport-scan-{ID_EMAIL}.txt",
+        "sensitivity": "internal",
+    }
+    with pytest.raises(ValidationFailed) as raised:
+        services.artifacts.start(WRITER, "u-1", StartUpload.model_validate(body))
+    assert raised.value.details == {"field": "name", "reason": "pii", "pii_types": ["email"]}
+    out, created = services.artifacts.start(
+        WRITER, "u-1", StartUpload.model_validate({**body, "sensitivity": "pii"})
+    )
+    assert created and out.sensitivity is Sensitivity.PII

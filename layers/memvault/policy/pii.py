@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from memvault.errors import ValidationFailed
 from memvault.policy.secret_patterns import normalise
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
@@ -221,3 +222,33 @@ def find_pii(fields: Iterable[tuple[str, str]]) -> list[PiiFinding]:
     return [
         PiiFinding(field, kind) for field, text in fields for kind in _kinds_in(normalise(text))
     ]
+
+
+#: The kinds an identifier may never hold. Ids are keys: listed, logged by id, shown to
+#: every reader of what they name, and never withheld or classified, so personal data in
+#: one would reach readers below its class. Only the precise kinds are judged here (an id
+#: of digits is often a phone number's shape, a dotted one an address's).
+ID_REFUSED_KINDS = frozenset({"email", "national_id", "card_number", "iban", "passport"})
+
+
+def refuse_personal_ids(fields: Iterable[tuple[str, str | None]], what: str) -> None:
+    """Refuse ids (a run's, a session's, an operation's, an event's...) that hold personal
+    data: a 422 naming the field and the kind, never the value."""
+    found = [
+        f
+        for f in find_pii((name, value) for name, value in fields if value)
+        if f.pii_type in ID_REFUSED_KINDS
+    ]
+    if found:
+        first = found[0]
+        raise ValidationFailed(
+            f"{what}: {first.field} holds personal data ({first.pii_type}); ids are shown to "
+            "every reader of what they name and are never withheld, so use an opaque id "
+            "(a random or sequential one) and keep the personal data in a field that is "
+            "classified",
+            {
+                "field": first.field,
+                "reason": "pii_in_id",
+                "pii_types": sorted({f.pii_type for f in found}),
+            },
+        )

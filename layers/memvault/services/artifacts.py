@@ -38,6 +38,7 @@ from memvault.errors import (
     PayloadTooLarge,
     SecretDetected,
     UploadIncomplete,
+    ValidationFailed,
     VersionConflict,
 )
 from memvault.models.access import AccessContext, Scope
@@ -58,6 +59,7 @@ from memvault.models.memory import (
     Sensitivity,
 )
 from memvault.observability import logger
+from memvault.policy.pii import find_pii
 from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
@@ -125,6 +127,7 @@ class ArtifactService:
             [("request_id", body.request_id), ("name", body.name), ("media_type", body.media_type)],
             "the artifact's metadata",
         )
+        _check_name(body)
         max_bytes, media_types = self.settings.artifact_limits(ctx.tenant_id)
         if body.size_bytes > max_bytes:
             raise PayloadTooLarge(
@@ -521,3 +524,15 @@ class ArtifactService:
 
 
 __all__ = ["Artifact", "ArtifactService", "DeletionJobRecorder"]
+
+
+def _check_name(body: StartUpload) -> None:
+    """An artifact's name is shown to every reader of the artifact: personal data in it is
+    kept only in an artifact declared ``pii`` (which only readers with that ceiling see)."""
+    found = find_pii([("name", body.name)]) if body.name else []
+    if found and body.sensitivity is not Sensitivity.PII:
+        raise ValidationFailed(
+            "the artifact's name holds personal data; declare the artifact's sensitivity "
+            "pii, or name it without the personal data",
+            {"field": "name", "reason": "pii", "pii_types": sorted({f.pii_type for f in found})},
+        )

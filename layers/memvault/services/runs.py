@@ -50,7 +50,7 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
-from memvault.policy.pii import find_pii
+from memvault.policy.pii import find_pii, refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets, structured_fields, text_fields
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import SubjectForgets
@@ -180,6 +180,7 @@ class RunService:
             ],
             "the run",
         )
+        refuse_personal_ids([("run_id", run_id)], "the run")
         personal = _personal_fields(
             [("plan_version", body.plan_version), *text_fields(body.budget, "budget")],
             body.consent,
@@ -296,6 +297,10 @@ class RunService:
                 *structured_fields(body.state or {}, "state"),
                 *structured_fields(body.budget or {}, "budget"),
             ],
+            "the checkpoint",
+        )
+        refuse_personal_ids(
+            [(f"pending_approvals[{i}]", a) for i, a in enumerate(body.pending_approvals or [])],
             "the checkpoint",
         )
         personal = _personal_fields(
@@ -448,6 +453,7 @@ class RunService:
         refuse_secrets(
             [("operation_id", operation_id), ("result_ref", body.result_ref)], "the operation"
         )
+        refuse_personal_ids([("operation_id", operation_id)], "the operation")
         personal = _personal_fields(
             [("result_ref", body.result_ref or "")], body.consent, "the operation"
         )
@@ -525,6 +531,9 @@ class RunService:
                 ("approval_id", event.approval_id),
             ],
             "the event",
+        )
+        refuse_personal_ids(
+            [("event_id", event.event_id), ("approval_id", event.approval_id)], "the event"
         )
         # Without a payload, the digest is what it was before events carried one, so a
         # receipt recorded then still recognises its replay.

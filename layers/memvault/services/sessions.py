@@ -52,7 +52,7 @@ from memvault.models.session import (
 )
 from memvault.observability import logger
 from memvault.policy import provenance
-from memvault.policy.pii import find_pii
+from memvault.policy.pii import find_pii, refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import SubjectForgets
@@ -146,6 +146,7 @@ class SessionService:
             [("content", msg.content), ("request_id", msg.request_id), ("session_id", session_id)],
             "the message",
         )
+        refuse_personal_ids([("session_id", session_id)], "the message")
         sensitivity = _classify(msg.content, msg.consent, "message")
         for attempt in range(_APPEND_ATTEMPTS):
             if attempt:
