@@ -19,6 +19,7 @@ import pytest
 from memvault.errors import (
     ConsentRequired,
     Forbidden,
+    IdempotencyKeyReused,
     NotFound,
     OperationConflict,
     ValidationFailed,
@@ -341,3 +342,80 @@ def test_an_artifact_named_with_personal_data_must_be_declared_pii(services: Ser
         WRITER, "u-1", StartUpload.model_validate({**body, "sensitivity": "pii"})
     )
     assert created and out.sensitivity is Sensitivity.PII
+
+
+# --- replays: a guess of hidden content is never confirmed ------------------------------
+
+
+def test_a_create_replayed_below_the_runs_ceiling_answers_alike_for_right_and_wrong_guesses(
+    services: Services,
+) -> None:
+    """A probe: a public-ceiling token retried another's create with guessed content and
+    told 200 (right guess) from 409 (wrong). Now both are the same refusal."""
+    body = {"subject_id": "u-1", "plan_version": f"plan for {EMAIL}", "consent": True}
+    services.runs.create(PII_READER, "r-9", CreateRun.model_validate(body))
+    answers = []
+    for guess in (body["plan_version"], "plan for bob@example.com"):
+        with pytest.raises(IdempotencyKeyReused) as raised:
+            services.runs.create(
+                INTERNAL_READER, "r-9", CreateRun.model_validate({**body, "plan_version": guess})
+            )
+        answers.append((str(raised.value), raised.value.details))
+    assert answers[0] == answers[1]
+    # A reader that may read it all still gets the replay.
+    _, created = services.runs.create(PII_READER, "r-9", CreateRun.model_validate(body))
+    assert created is False
+
+
+def test_an_operation_replayed_below_its_ceiling_answers_alike_for_right_and_wrong_guesses(
+    services: Services,
+) -> None:
+    running(services)
+    ref = f"refund receipt sent to {EMAIL}"
+    services.runs.record_operation(
+        PII_READER,
+        "r-1",
+        "op-1",
+        RecordOperation(status=OperationStatus.COMMITTED, result_ref=ref, consent=True),
+    )
+    answers = []
+    for guess in (ref, "refund receipt sent to bob@example.com"):
+        with pytest.raises(OperationConflict) as raised:
+            services.runs.record_operation(
+                INTERNAL_READER,
+                "r-1",
+                "op-1",
+                RecordOperation(status=OperationStatus.COMMITTED, result_ref=guess, consent=True),
+            )
+        answers.append((str(raised.value), raised.value.details))
+    assert answers[0] == answers[1]
+    assert EMAIL not in str(answers)
+    _, changed = services.runs.record_operation(
+        PII_READER,
+        "r-1",
+        "op-1",
+        RecordOperation(status=OperationStatus.COMMITTED, result_ref=ref, consent=True),
+    )
+    assert changed is False
+
+
+def test_a_message_replayed_below_its_ceiling_answers_alike_for_right_and_wrong_guesses(
+    services: Services,
+) -> None:
+    writer = ctx(scopes=frozenset({Scope.SESSIONS_WRITE}), max_sensitivity=Sensitivity.PII)
+    lower = ctx(scopes=frozenset({Scope.SESSIONS_WRITE}), max_sensitivity=Sensitivity.INTERNAL)
+    said = f"my e-mail is {EMAIL}"
+    message = {"request_id": "m-1", "role": "assistant", "content": said, "consent": True}
+    services.sessions.append(writer, "u-1", "s-1", AppendMessage.model_validate(message))
+    answers = []
+    for guess in (said, "my e-mail is bob@example.com"):
+        with pytest.raises(IdempotencyKeyReused) as raised:
+            services.sessions.append(
+                lower, "u-1", "s-1", AppendMessage.model_validate({**message, "content": guess})
+            )
+        answers.append((str(raised.value), raised.value.details))
+    assert answers[0] == answers[1]
+    _, appended = services.sessions.append(
+        writer, "u-1", "s-1", AppendMessage.model_validate(message)
+    )
+    assert appended is False

@@ -217,7 +217,10 @@ class RunService:
             _, existing = self._key(ctx.tenant_id, body.subject_id, run_id, now)
             if existing is None:  # the subject's own run with this id, expired or forgotten
                 raise IdempotencyKeyReused(_ID_TAKEN, {"run_id": run_id}) from None
-            if existing.fingerprint != fingerprint:
+            # A run whose content is above the caller's ceiling is never compared with a
+            # guess of it: match or not, the answer is the refusal.
+            hidden = bool(_unreadable(ctx, existing.checkpoint))
+            if hidden or existing.fingerprint != fingerprint:
                 raise IdempotencyKeyReused(
                     "a run with this id exists with another payload; choose a new run id",
                     {"run_id": run_id},
@@ -468,18 +471,30 @@ class RunService:
             now = self.clock.now()
             current = self.store.operation(ctx.tenant_id, key, operation_id, now=now)
             if current is not None:
-                if current.status is body.status and (
-                    current.result_ref,
-                    current.result_sha256,
-                ) == (body.result_ref, body.result_sha256):
+                # A result above the caller's ceiling is never compared with a guess of it:
+                # the same status answers the same refusal, whether the result matches.
+                hidden = not ctx.may_read(current.sensitivity, [])
+                if (
+                    not hidden
+                    and current.status is body.status
+                    and (current.result_ref, current.result_sha256)
+                    == (body.result_ref, body.result_sha256)
+                ):
                     return _shown_operation(ctx, current), False  # the same record: a no-op
                 if body.status not in OPERATION_TRANSITIONS[current.status] or (
                     current.status is body.status
                 ):
+                    again = current.status is body.status
                     raise OperationConflict(
                         f"operation {operation_id} is {current.status.value}; it cannot be "
                         f"recorded as {body.status.value}"
-                        + (" with another result" if current.status is body.status else ""),
+                        + (
+                            " again by this token (its result is above the token's max_sensitivity)"
+                            if again and hidden
+                            else " with another result"
+                            if again
+                            else ""
+                        ),
                         {"current": _shown_operation(ctx, current).model_dump(mode="json")},
                     )
             operation = Operation(

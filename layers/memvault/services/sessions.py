@@ -169,7 +169,12 @@ class SessionService:
                 )
             replay = self.store.receipt(ctx.tenant_id, subject_id, session_id, msg.request_id)
             if replay is not None:
-                if (replay.role, replay.content) != (msg.role, msg.content):
+                # A message above the caller's ceiling is never compared with a guess of it:
+                # match or not, the answer is the refusal (a replay would confirm the guess).
+                pii = find_pii([("content", replay.content)])
+                stored = Sensitivity.PII if pii else Sensitivity.INTERNAL
+                hidden = not ctx.may_read(stored, [])
+                if hidden or (replay.role, replay.content) != (msg.role, msg.content):
                     raise IdempotencyKeyReused(
                         "this request_id was already used with another message",
                         {"request_id": msg.request_id},
