@@ -139,10 +139,16 @@ def build_services(
         ),
     )
     memory = MemoryService(
-        repo, settings, clock, ids, _launcher(settings, runner, clock), traces=stores.traces
+        repo,
+        settings,
+        clock,
+        ids,
+        _launcher(settings, runner, clock),
+        traces=stores.traces,
+        artifacts=stores.artifacts,
     )
     sessions = SessionService(stores.sessions, settings, clock, repo)
-    runs = RunService(stores.runs, settings, clock, repo)
+    runs = RunService(stores.runs, settings, clock, repo, artifacts=stores.artifacts)
     recall = RecallService(repo, search, embedder, settings, clock, traces=stores.traces, ids=ids)
     context = ContextAssembler(
         memory,

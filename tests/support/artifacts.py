@@ -14,15 +14,27 @@ from memvault.services.artifacts import ArtifactService
 
 
 def committed_artifact(
-    artifacts: ArtifactService, who: Any, subject: str, data: bytes, request_id: str = "up-1"
+    artifacts: ArtifactService,
+    who: Any,
+    subject: str,
+    data: bytes,
+    request_id: str = "up-1",
+    **extra: Any,
 ) -> tuple[str, str]:
-    """(artifact_id, sha256) of a freshly committed artifact."""
+    """(artifact_id, sha256) of a freshly committed artifact (``extra``: more fields of the
+    start request, its sensitivity say)."""
     sha = hashlib.sha256(data).hexdigest()
     out, _ = artifacts.start(
         who,
         subject,
-        StartUpload(
-            request_id=request_id, media_type="text/plain", size_bytes=len(data), sha256=sha
+        StartUpload.model_validate(
+            {
+                "request_id": request_id,
+                "media_type": "text/plain",
+                "size_bytes": len(data),
+                "sha256": sha,
+                **extra,
+            }
         ),
     )
     assert out.upload is not None

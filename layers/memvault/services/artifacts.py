@@ -536,3 +536,19 @@ def _check_name(body: StartUpload) -> None:
             "pii, or name it without the personal data",
             {"field": "name", "reason": "pii", "pii_types": sorted({f.pii_type for f in found})},
         )
+
+
+def readable_artifacts(
+    store: ArtifactStore | None, ctx: AccessContext, subject_id: str, artifact_ids: list[str]
+) -> bool:
+    """Whether the caller may read every artifact it names (a reference from a memory or a
+    checkpoint). One above its ceiling is answered as one that does not exist: a reference
+    would otherwise confirm it (and its digest) and pin it against its owner's delete.
+    Whether each exists and is committed is the write's own condition."""
+    if store is None:
+        return True
+    for artifact_id in artifact_ids:
+        record = store.artifact(ctx.tenant_id, subject_id, artifact_id)
+        if record is not None and not ctx.may_read(record.sensitivity, []):
+            return False
+    return True

@@ -44,7 +44,9 @@ from memvault.models.memory import (
 )
 from memvault.observability import logger
 from memvault.policy import provenance, write_policy
+from memvault.services.artifacts import readable_artifacts
 from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
+from memvault.storage.ports.artifacts import ArtifactStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import (
     AuditEvent,
@@ -62,6 +64,10 @@ from memvault.storage.ports.traces import TraceStore
 _MEMORY_ID = re.compile(r"mem_[0-9a-f]{32}")
 _NOT_FOUND = "no readable memory with this id for this subject"
 _LISTABLE = (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
+_ARTIFACT_REFUSED = (
+    "artifact_id must name a committed artifact of this subject that this token may read; "
+    "commit the upload first"
+)
 _RETRIES = 5
 _PAYLOAD_HASH_HEX = 32
 #: Items DynamoDB evaluates per listing query (filters apply after).
@@ -90,6 +96,7 @@ class MemoryService:
         purge: PurgeLauncher,
         *,
         traces: TraceStore | None = None,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.repo = repo
         self.settings = settings
@@ -97,6 +104,7 @@ class MemoryService:
         self.ids = ids
         self.purge = purge
         self.traces = traces
+        self.artifacts = artifacts
 
     # ------------------------------------------------------------------------ write
 
@@ -123,6 +131,10 @@ class MemoryService:
                 identifiers={"request_id": cmd.request_id, "artifact_id": cmd.artifact_id},
             )
         )
+        if cmd.artifact_id and not readable_artifacts(
+            self.artifacts, ctx, subject_id, [cmd.artifact_id]
+        ):
+            raise ArtifactNotCommitted(_ARTIFACT_REFUSED, {"artifact_id": cmd.artifact_id})
         for _ in range(_RETRIES):
             now = self.clock.now()
             expires_at = write_policy.expiry(now, cmd.ttl_seconds, self.settings)
@@ -210,9 +222,7 @@ class MemoryService:
                     return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
                 if Conflict.ARTIFACT in conflict:
                     raise ArtifactNotCommitted(
-                        "artifact_id must name a committed artifact of this subject; commit "
-                        "the upload first",
-                        {"artifact_id": cmd.artifact_id},
+                        _ARTIFACT_REFUSED, {"artifact_id": cmd.artifact_id}
                     ) from None
                 if Conflict.EPOCH in conflict:
                     # Forgetting the subject won the race: what was sent before it must

@@ -52,6 +52,8 @@ from memvault.models.run import (
 from memvault.observability import logger
 from memvault.policy.pii import find_pii, refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets, structured_fields, text_fields
+from memvault.services.artifacts import readable_artifacts
+from memvault.storage.ports.artifacts import ArtifactStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import SubjectForgets
 from memvault.storage.ports.runs import (
@@ -70,7 +72,8 @@ _NOT_FOUND = "no run with this id"
 #: concern: run ids are scoped by subject.
 _ID_TAKEN = "this run id is taken; choose a new run id"
 _ARTIFACTS_REFUSED = (
-    "artifact_refs must name committed artifacts of the run's subject with the given sha256"
+    "artifact_refs must name committed artifacts of the run's subject, with the given sha256, "
+    "that this token may read"
 )
 
 
@@ -121,12 +124,19 @@ def _digest(payload: Any) -> str:
 
 class RunService:
     def __init__(
-        self, store: RunStore, settings: Settings, clock: Clock, forgets: SubjectForgets
+        self,
+        store: RunStore,
+        settings: Settings,
+        clock: Clock,
+        forgets: SubjectForgets,
+        *,
+        artifacts: ArtifactStore | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
         self.forgets = forgets
+        self.artifacts = artifacts
 
     # ------------------------------------------------------------------- create
 
@@ -327,6 +337,11 @@ class RunService:
         updated = self._next(current, changes, personal)
         ttl = self._expiry(updated)
         new_references = _new_references(current, updated)
+        named = [ref.artifact_id for ref in new_references]
+        if named and not readable_artifacts(self.artifacts, ctx, current.subject_id, named):
+            # Above the caller's ceiling is answered as absent: neither its existence nor
+            # its digest is confirmed, and the caller cannot pin it against its owner's delete.
+            raise ArtifactNotCommitted(_ARTIFACTS_REFUSED, {"artifact_ids": named})
         try:
             self.store.advance(
                 ctx.tenant_id,
