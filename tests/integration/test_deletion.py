@@ -80,6 +80,10 @@ def test_a_deleted_memory_is_as_absent_as_an_unknown_one_to_anyone_but_its_delet
     for stranger in (
         ctx(agent_role="writer", principal="agent-writer"),  # may not read it
         ctx(agent_role="reader", principal="agent-r", max_sensitivity=Sensitivity.PII),
+        # The deleter's own sub, with a lower ceiling or an agent role (a console's dev
+        # tokens, or a service's, share one sub): other requesters, as a probe found.
+        owner.model_copy(update={"max_sensitivity": Sensitivity.PUBLIC}),
+        owner.model_copy(update={"agent_role": "planner"}),
     ):
         with pytest.raises(NotFound) as deleted:
             service.delete(stranger, "u-1", m.memory_id)

@@ -34,6 +34,15 @@ class AccessContext(BaseModel):
     agent_role: AgentRole | None = None
     max_sensitivity: Sensitivity = Sensitivity.INTERNAL
 
+    @property
+    def requester(self) -> str:
+        """Who asked, as a deletion job records it: the principal with its agent role and
+        ceiling. Tokens that share a ``sub`` (a service's, or a console's dev tokens) with
+        another role or a lower ceiling are other requesters: a repeat delete is answered
+        only to the requester that may read what it deleted."""
+        role = f"/{self.agent_role}" if self.agent_role else ""
+        return f"{self.principal}{role}@{self.max_sensitivity.value}"
+
     def require(self, scope: Scope) -> None:
         if scope not in self.scopes:
             raise Forbidden(

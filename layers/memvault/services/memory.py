@@ -856,7 +856,7 @@ class MemoryService:
             target=target,
             # The tombstone commits with the job, so a job is born BLOCKED.
             status=DeletionState.BLOCKED,
-            requested_by=ctx.principal,
+            requested_by=ctx.requester,
             requested_at=now,
             completed_at=None,
             copies=[
@@ -872,7 +872,7 @@ class MemoryService:
         deletion answered to a caller who may not read the memory told it the memory
         had existed)."""
         job = self.repo.job(ctx.tenant_id, chain.deletion_id or "")
-        if job is None or job.requested_by != ctx.principal:
+        if job is None or job.requested_by != ctx.requester:
             raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
         if job.status is not DeletionState.COMPLETED:
             return self._launch(job)
