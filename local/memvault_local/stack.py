@@ -109,7 +109,13 @@ def _serve(server: BaseWSGIServer, name: str) -> threading.Thread:
 
 
 class _QuietHandler(WSGIRequestHandler):
-    """Request lines of every call would drown the API's logs; errors are still logged."""
+    """Request lines of every call would drown the API's logs; errors are still logged.
+
+    A connection that sends nothing for ``timeout`` seconds is closed (a body shorter than
+    its ``Content-Length`` answers ``400`` then, instead of holding the connection and its
+    thread until the client gives up)."""
+
+    timeout = float(os.environ.get("MEMVAULT_READ_IDLE_SECONDS", "20"))
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None

@@ -129,7 +129,8 @@ def test_a_lone_surrogate_in_run_state_is_a_422_never_a_500(
 
 #: Characters that make an id look like another, or end a line where none is seen: C0
 #: and C1 controls, bidirectional overrides, isolates and marks, zero-width and BOM
-#: format characters, line separators, a lone surrogate.
+#: format characters, line separators, a lone surrogate, variation selectors,
+#: noncharacters and private-use characters.
 INVISIBLE = {
     "bell": "\x07",
     "escape": "\x1b",
@@ -142,6 +143,10 @@ INVISIBLE = {
     "byte order mark": "\ufeff",
     "line separator": "\u2028",
     "lone surrogate": "\ud800",
+    # A probe: a variation selector and a noncharacter passed (two ids drawn alike).
+    "variation selector": "\ufe0f",
+    "noncharacter": "\uffff",
+    "private use": "\ue000",
 }
 EVERY_SCOPE = "memory:read memory:write memory:delete sessions:write runs:write artifacts:write"
 ARTIFACT = {

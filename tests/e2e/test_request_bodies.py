@@ -36,6 +36,8 @@ BODY_BYTES = 200 * 1024 * 1024
 PIECE = b"x" * (1024 * 1024)
 #: How much the server may grow while a 200 MB body streams in.
 MAX_GROWTH_KB = 20 * 1024
+#: How long the server waits for a client that sends nothing, here.
+IDLE_SECONDS = 3
 
 
 @pytest.fixture(scope="module")
@@ -45,6 +47,7 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RunningStack]:
         MEMVAULT_EMBED_WORKER="off",
         MEMVAULT_EMBEDDING_MODEL="hashing",
         MEMVAULT_SWEEP_SECONDS="3600",
+        MEMVAULT_READ_IDLE_SECONDS=str(IDLE_SECONDS),
     )
     yield running
     running.stop()
@@ -164,3 +167,31 @@ def test_a_chunked_200_mb_body_nobody_reads_is_dropped_in_small_pieces(
     status, data, grown = measured(stack, "GET", "/console/config.json", {})
     assert status == 200 and "dev_sign_in" in json.loads(data)
     assert grown < MAX_GROWTH_KB, f"the stack grew by {grown} KB"
+
+
+def test_a_body_shorter_than_its_length_is_answered_when_the_client_falls_silent(
+    stack: RunningStack,
+) -> None:
+    """A probe declared ``Content-Length: 1000`` and sent 10 bytes: the server held the
+    connection (and a thread) until the client gave up. Now an idle connection is cut
+    after the server's idle time, with the error envelope when an answer is possible."""
+    sock = socket.create_connection(("127.0.0.1", stack.port), timeout=60)
+    head = [
+        "POST /v1/subjects/user-1/memories HTTP/1.1",
+        f"Host: 127.0.0.1:{stack.port}",
+        "Content-Type: application/json",
+        "Content-Length: 1000",
+        "",
+        "",
+    ]
+    sock.sendall("\r\n".join(head).encode() + b'{"request_')
+    started = time.monotonic()
+    answer = b""
+    while piece := sock.recv(65536):
+        answer += piece
+    waited = time.monotonic() - started
+    sock.close()
+    assert waited < IDLE_SECONDS + 15, waited
+    if answer:  # an answer, when one was sent, is the API's envelope, never a 500
+        status = int(answer.split(b" ", 2)[1])
+        assert 400 <= status < 500, answer[:200]

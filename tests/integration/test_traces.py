@@ -339,3 +339,26 @@ def test_tracing_off_writes_no_trace() -> None:
         rig.sync()
         assert recall(rig, "chess").recall_id is None
         assert "RECALL#" not in stored_trace_text(rig)
+
+
+def test_a_memorys_served_by_list_names_only_the_readers_own_recalls(rig: RecallRig) -> None:
+    """A probe read another agent's recall ids (and the runs they were for) off a memory's
+    trace, then fetched those recalls' traces. A reader that does not see everything of
+    the subject sees only the recalls it made itself."""
+    memory = write(rig, "the quarterly report is due on friday")
+    rig.sync()
+    planner = ctx(agent_role="planner", principal="agent-planner")
+    coder = ctx(agent_role="coder", principal="agent-coder")
+    request = RecallRequest(query="quarterly report due", run_id="run-planner-7")
+    theirs = rig.services.recall.recall(planner, "u-1", request)
+    mine = rig.services.recall.recall(coder, "u-1", RecallRequest(query="report due friday"))
+    assert theirs.items and mine.items
+
+    def served(who: Any) -> list[tuple[str, str | None]]:
+        trace = rig.services.traces.memory_trace(who, "u-1", memory.memory_id)
+        return [(s.recall_id, s.run_id) for v in trace.versions for s in v.served_by]
+
+    assert served(coder) == [(mine.recall_id, None)]
+    assert served(planner) == [(theirs.recall_id, "run-planner-7")]
+    everything = ctx(max_sensitivity=Sensitivity.PII)
+    assert {r for r, _ in served(everything)} == {theirs.recall_id, mine.recall_id}

@@ -24,13 +24,28 @@ _NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]*$"
 
 #: Unicode categories refused in ids: controls, format characters (bidirectional
 #: controls U+202A-U+202E, U+2066-U+2069, U+200E/F, zero-width U+200B-U+200D, U+FEFF),
-#: line and paragraph separators, surrogates.
-INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs"})
+#: line and paragraph separators, surrogates, unassigned code points and noncharacters
+#: (U+FFFF), private use.
+INVISIBLE_CATEGORIES = frozenset({"Cc", "Cf", "Zl", "Zp", "Cs", "Cn", "Co"})
+
+
+def _variation_selector(ch: str) -> bool:
+    """U+FE00-U+FE0F and U+E0100-U+E01EF: they change how the character before them is
+    drawn, invisibly, so two ids that look alike differ."""
+    code = ord(ch)
+    return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
 
 
 def invisible_char(value: str) -> str | None:
     """The first character of ``value`` that may not be in an id, or ``None``."""
-    return next((ch for ch in value if unicodedata.category(ch) in INVISIBLE_CATEGORIES), None)
+    return next(
+        (
+            ch
+            for ch in value
+            if unicodedata.category(ch) in INVISIBLE_CATEGORIES or _variation_selector(ch)
+        ),
+        None,
+    )
 
 
 def visible(value: str) -> str:

@@ -104,10 +104,24 @@ class TraceService:
         def visible(version_id: str | None) -> bool:
             return shown is None or version_id is None or version_id in shown
 
+        callers: dict[str, str | None] = {}
+        everything = ctx.agent_role is None and ctx.may_read(Sensitivity.PII, [])
+
+        def own(recall_id: str) -> bool:
+            """Whether this reader made the recall: another caller's recall ids (and the
+            runs and tasks they name) are that caller's, shown only to a reader who sees
+            everything of the subject."""
+            if everything:
+                return True
+            if recall_id not in callers:
+                trace = self.traces.recall(t, subject_id, recall_id, now)
+                callers[recall_id] = trace.caller if trace is not None else None
+            return callers[recall_id] == ctx.principal
+
         links = [
             link
             for link in self.traces.served(t, subject_id, chain.chain_id, now, limit=200)
-            if visible(link.memory_id)
+            if visible(link.memory_id) and own(link.recall_id)
         ]
         by_version: dict[str, list[ServedByOut]] = {}
         for link in links:
