@@ -628,11 +628,82 @@ def more_secrets(rng: Rng) -> list[Made]:
     return out
 
 
+def context_secrets(rng: Rng) -> list[Made]:
+    """A third round (issue 29): secrets only their context reveals: command lines,
+    compound names, derived values (hex, escapes, separated characters, labelled halves,
+    written backwards), wallet keys, seed lists, query parameters."""
+    a = "{{rand:alnum:%d}}"
+    h = "{{rand:hex:%d}}"
+    en = (
+        "mongosh -u admin -p 'Mg!" + a % 8 + "7' --authenticationDatabase admin",
+        "expdp scott/Tg#" + a % 8 + "@orcl schemas=hr",
+        "git push https://ci:"
+        + a % 10
+        + "@git.acme.io/repo.git (then run curl -u ops:R7!"
+        + a % 8
+        + " https://nexus.acme.io)",
+        "echo '" + a % 10 + "#9' | podman login quay.io -u bot --password-stdin",
+        "ldapwhoami -x -D cn=admin,dc=acme -w 'Ld#" + a % 9 + "'",
+        "bindPassword Bn!" + a % 9 + "4",
+        "the alarm panel puk is 18273645",
+        "safe combo 12-34-56",
+        "key for the backup drive, hex-encoded: {{enc:hex:Dr!ve-" + a % 6 + "9}}",
+        "router pw (dashes between letters): " + "-".join("Rt7!xQ2z"),
+        "the vault passphrase reversed, so read it backwards: 9102-retsyO-nwoB",
+        "app login: Crane-Delta-{{rand:digits:4}}!",
+        "Trezor words: 1) sugar 2) helmet 3) orbit 4) cactus 5) planet 6) ridge 7) tunnel"
+        " 8) velvet 9) copper 10) grain 11) meadow 12) saddle",
+        "callback failed: https://api.maps.example/geo?appid=" + h % 32 + "&q=paris",
+        "the Grafana service account key lives in config/sa.key: " + h % 32,
+        "signer private key = " + h % 64,
+        "Solana keypair.json: [" + ", ".join(str(rng.randrange(256)) for _ in range(64)) + "]",
+        "first half: Qz7#" + a % 3 + ", second half: " + a % 4 + "!8 (the NAS password)",
+    )
+    zh = (
+        "报警器布防码是 4-4-9-1",
+        "QQ 邮箱授权码：{{rand:upper:16}}",
+        "SK：" + a % 40 + "（华为云）",
+        "路由器密码用十六进制写的：{{enc:hex:Wifi#" + a % 6 + "}}",
+        "网银取款密码：九四二七一六",
+        "密保答案是 Hua#" + a % 6 + "，当密码用",
+        "数据库密码分两段：前半段 Ab3#" + a % 2 + "，后半段 " + a % 4 + "!9",
+        "钱包私钥 0x" + h % 64 + " 千万别发给别人",
+        "「" + a % 6 + "#7x」这个就是 NAS 的管理员密码",
+        "define('AUTH_KEY', '" + a % 20 + "#!');  wp 的配置",
+    )
+    values = (
+        {"wifi": {"psk": "Harbor-" + a % 6 + "-77"}},
+        {"wechat": {"appsecret": h % 32}},
+        {"cookies": [{"name": "PHPSESSID", "value": "{{rand:lower:26}}"}]},
+        {
+            "mfa": {
+                "recovery_codes": ["{{rand:digits:8}}", "{{rand:digits:8}}", "{{rand:digits:8}}"]
+            }
+        },
+        {"env": {"PGPASSWORD": "Pg!" + a % 10}},
+        {"cloud": {"ak": "{{rand:upper:20}}", "sk": a % 40}},
+        {"wallet": {"keypair": [rng.randrange(256) for _ in range(64)]}},
+    )
+    out: list[Made] = [
+        ("context", "en", ("memory.content", "session.message")[i % 2], t) for i, t in enumerate(en)
+    ]
+    out += [
+        ("context", "zh", ("memory.content", "session.message")[i % 2], t) for i, t in enumerate(zh)
+    ]
+    out += [
+        ("context", "zh" if not json.dumps(v).isascii() else "en", "run.state", v) for v in values
+    ]
+    out.append(("context", "en", "memory.canonical_key", "user/garage_code/{{rand:digits:6}}"))
+    out.append(("context", "en", "memory.canonical_key", "prod/api/token=" + a % 24))
+    return out
+
+
 SECRET_MAKERS: tuple[Maker, ...] = (
     varied,
     more_secrets,
     provider_tokens, passwords, headers, keys_and_wallets, personal, obfuscated, structured,
     chinese_prose,
+    context_secrets,
 )  # fmt: skip
 
 # --- benign items --------------------------------------------------------------------------
@@ -943,9 +1014,52 @@ def more_benign(rng: Rng) -> list[Made]:
     return out
 
 
+def context_benign(rng: Rng) -> list[Made]:
+    """Look-alikes of the third round: names about secrets with numeric values, documented
+    example keys said to be examples, cursors, templates, tech lists, hashes by keys."""
+    en = (
+        "The AWS docs show AKIAIOSFODNN7EXAMPLE as the example access key id.",
+        "See https://docs.example.com/security/creating-a-personal-access-token for setup.",
+        "Private key template:\n-----BEGIN EC PRIVATE KEY-----\n<your key here>\n"
+        "-----END EC PRIVATE KEY-----",
+        "tx hash 0x" + hexs(rng, 64) + " was mined in block 19000000",
+        "Fixed the password reset flow in commit " + hexs(rng, 40),
+        "Passwords like 'Winter2024!' are rejected by the policy checker.",
+        "A GitLab token starts with glpat- followed by twenty characters.",
+        "psql -h db.acme.lan -p 5432 -U app -d orders",
+        "docker run -p 8080:80 nginx",
+        "The public key fingerprint is SHA256:" + hexs(rng, 43),
+    )
+    zh = (
+        "分页用的 next_token 是 {{enc:b64:" + '{"page": 3}' + "}}，不是密钥",
+        "AWS 文档里的示例 AKIAIOSFODNN7EXAMPLE 只是演示用的",
+        "密码最短长度 12 位，PIN 码长度 6 位。",
+        "私钥模板：-----BEGIN PRIVATE KEY----- 这里粘贴你的私钥 -----END PRIVATE KEY-----",
+    )
+    values = (
+        {"password_min_length": 12, "pin_length": 6, "passcode_attempts": 5},
+        {"key_rotation": {"key_rotation_days": 30, "last_rotated": "2024-03-01"}},
+        {"api_key_id": "key_" + hexs(rng, 24), "api_key_name": "ci"},
+        {"pagination": {"next_token": "{{enc:b64:" + '{"offset": 400}' + "}}"}},
+        {"tf": "db_password = var.db_password"},
+    )
+    out: list[Made] = [
+        ("context_benign", "en", ("memory.content", "session.message")[i % 2], t)
+        for i, t in enumerate(en)
+    ]
+    out += [
+        ("context_benign", "zh", ("memory.content", "session.message")[i % 2], t)
+        for i, t in enumerate(zh)
+    ]
+    out += [("context_benign", "en", "run.state", v) for v in values]
+    out.append(("context_benign", "en", "memory.canonical_key", "user/pin_length/6"))
+    return out
+
+
 BENIGN_MAKERS: tuple[Maker, ...] = (
     more_benign,
     docs, explanations, identifiers, structured_benign, ordinary, varied_benign,
+    context_benign,
 )  # fmt: skip
 
 

@@ -3,7 +3,9 @@
 ``tests/data/secret_corpus_tuning.json`` (written by ``scripts/make_secret_corpus.py``) is
 what the detector was tuned on; ``tests/data/secret_corpus_heldout.json`` was written
 independently, by a helper that never saw the detector or the tuning part (its brief is
-``tests/data/secret_corpus_heldout.prompt.md``), and is only ever measured. Both have the
+``tests/data/secret_corpus_heldout.prompt.md``), and is only ever measured.
+``tests/data/secret_corpus_seen.json`` is an earlier held-out part whose misses were read
+after its one measurement: it is tuning material now, with the tuning target. All have the
 same format: items labelled ``secret`` or ``benign``, each with the field it is stored in
 (``run.state`` and the other structured fields carry a JSON ``value``, the rest a
 ``text``).
@@ -39,6 +41,7 @@ ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"
 PARTS = {
     "tuning": DATA / "secret_corpus_tuning.json",
+    "seen": DATA / "secret_corpus_seen.json",
     "heldout": DATA / "secret_corpus_heldout.json",
 }
 LABELS = ("secret", "benign")

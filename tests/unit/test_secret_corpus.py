@@ -33,24 +33,46 @@ GENERATOR_PATH = ROOT / "scripts" / "make_secret_corpus.py"
 REPORT_PATH = ROOT / "build" / "secret_corpus.json"
 PROMPT_PATH = ROOT / "tests" / "data" / "secret_corpus_heldout.prompt.md"
 
-RECALL_TARGET = {"tuning": 0.99, "heldout": 0.97}
+RECALL_TARGET = {"tuning": 0.99, "seen": 0.99, "heldout": 0.97}
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
 #: The held-out part, written apart from the detector (tests/data/
-#: secret_corpus_heldout.prompt.md), measured once on the detector of commit bafab93:
-#: recall 0.889 (en 0.873, zh 0.911, structured 0.921), false positives 0.050 (en 0.071,
-#: zh 0.024). Below target: the detector generalizes less than its tuning part says.
-#: These cases are expected to fail (strict: one that passes fails the run, so the mark
-#: goes with the improvement). The detector must not be tuned on this part; since its
-#: misses are now known, the next measurement needs a newly written held-out part.
+#: secret_corpus_heldout.prompt.md) by a helper that saw neither the detector nor the
+#: tuning parts, and measured once on the detector that was tuned on ``tuning`` and
+#: ``seen``: recall 0.952 (en 0.952, zh 0.953, run state 0.982), false positives 3.1% (en
+#: 3.5%, zh 2.5%); the detector before that tuning scored 0.894 and 5.0% on it. Below
+#: target but for run state: the detector generalizes less than its tuning parts say.
+#: (``seen`` is the earlier held-out part, 0.889 and 5.0% when first measured; its misses
+#: were read, so it became tuning material.)
+#: The rows below target are expected to fail (strict: one that passes fails the run, so
+#: its mark goes with the improvement), and the reliability check reports them as the open
+#: gap of issue 29. The detector must not be tuned on this part: once its misses are read,
+#: it joins the tuning parts and a newly written part takes its place.
 HELDOUT_OPEN_ISSUE: int | None = 29
-HELDOUT_BELOW_TARGET = pytest.mark.xfail(
-    strict=True, reason="held-out part below target (issue 29 stays open); see above"
-)
-PARTS = [
-    pytest.param(p, marks=HELDOUT_BELOW_TARGET) if p == "heldout" and HELDOUT_OPEN_ISSUE else p
-    for p in sorted(corpus.PARTS)
-]
+HELDOUT_BELOW_TARGET = {
+    ("recall", "all"),
+    ("recall", "en"),
+    ("recall", "zh"),
+    ("false_positives", "all"),
+    ("false_positives", "en"),
+    ("false_positives", "zh"),
+}
+
+
+def _cases(what: str, langs: tuple[str, ...]) -> list[Any]:
+    """(part, lang) for every part and language; a held-out row below target is marked."""
+    mark = pytest.mark.xfail(
+        strict=True, reason="held-out part below target (issue 29 stays open); see above"
+    )
+    return [
+        pytest.param(part, lang, marks=mark)
+        if part == "heldout" and HELDOUT_OPEN_ISSUE and (what, lang) in HELDOUT_BELOW_TARGET
+        else (part, lang)
+        for part in sorted(corpus.PARTS)
+        for lang in langs
+    ]
+
+
 MIN_CHINESE = 0.3
 MIN_STRUCTURED = 0.1
 
@@ -125,7 +147,12 @@ def test_each_part_covers_both_languages_and_structured_fields(part: str) -> Non
 
 def test_the_parts_share_no_item() -> None:
     _need("heldout")
-    seen = {json.dumps(item.get("text", item.get("value"))) for item in items("tuning")}
+    seen = {
+        json.dumps(item.get("text", item.get("value")))
+        for part in corpus.PARTS
+        if part != "heldout" and corpus.exists(part)
+        for item in items(part)
+    }
     shared = [
         i["id"] for i in items("heldout") if json.dumps(i.get("text", i.get("value"))) in seen
     ]
@@ -156,7 +183,11 @@ def _record(part: str, figures: dict[str, Any]) -> None:
     carry the open issue, so the reliability check reports them as a known gap (and fails
     once they meet the target with the mark still there)."""
     target = RECALL_TARGET[part]
-    gap = {"open_issue": HELDOUT_OPEN_ISSUE} if part == "heldout" and HELDOUT_OPEN_ISSUE else {}
+
+    def gap(what: str, lang: str) -> dict[str, Any]:
+        marked = part == "heldout" and HELDOUT_OPEN_ISSUE and (what, lang) in HELDOUT_BELOW_TARGET
+        return {"open_issue": HELDOUT_OPEN_ISSUE} if marked else {}
+
     secret, benign = figures["secret"], figures["benign"]
     for lang in ("all", "en", "zh", "structured"):
         if lang == "all":
@@ -177,7 +208,12 @@ def _record(part: str, figures: dict[str, Any]) -> None:
             seeds=1,
             operations=row["items"],
             violations=max(0, misses - allowed),
-            details={"recall": row["rate"], "missed": misses, "target": target, **gap},
+            details={
+                "recall": row["rate"],
+                "missed": misses,
+                "target": target,
+                **gap("recall", lang),
+            },
         )
     for lang in ("all", "en", "zh"):
         row = (
@@ -194,7 +230,11 @@ def _record(part: str, figures: dict[str, Any]) -> None:
             seeds=1,
             operations=row["items"],
             violations=max(0, row["hits"] - allowed),
-            details={"rate": row["rate"], "false_positives": row["hits"], **gap},
+            details={
+                "rate": row["rate"],
+                "false_positives": row["hits"],
+                **gap("false_positives", lang),
+            },
         )
 
 
@@ -214,8 +254,7 @@ def test_the_report_holds_ids_only(report: dict[str, Any]) -> None:
             assert not any(text in written for text in texts)
 
 
-@pytest.mark.parametrize("lang", ["all", "en", "zh", "structured"])
-@pytest.mark.parametrize("part", PARTS)
+@pytest.mark.parametrize(("part", "lang"), _cases("recall", ("all", "en", "zh", "structured")))
 def test_secret_recall_meets_its_target(report: dict[str, Any], part: str, lang: str) -> None:
     _need(part)
     section = report[part]["secret"]
@@ -231,8 +270,7 @@ def test_secret_recall_meets_its_target(report: dict[str, Any], part: str, lang:
     )
 
 
-@pytest.mark.parametrize("lang", ["all", "en", "zh"])
-@pytest.mark.parametrize("part", PARTS)
+@pytest.mark.parametrize(("part", "lang"), _cases("false_positives", ("all", "en", "zh")))
 def test_benign_false_positives_meet_the_target(
     report: dict[str, Any], part: str, lang: str
 ) -> None:

@@ -187,3 +187,131 @@ def test_every_plugin_kept_has_a_gate() -> None:
 
     kept = {plugin["name"] for plugin in secrets._plugins()}
     assert kept == set(secrets._GATES)
+
+
+#: Issue 29, item 3: credentials only their context gives away, one per rule (command
+#: lines, compound names, derived values, wallets, seed lists, query parameters, codes).
+CONTEXT_SECRETS = [
+    "cqlsh -u cassandra -p 'Cq!9zLm2Rx' db01 9042",  # a database client's password flag
+    "sqlplus app/Zt#81kPq@//ora01:1521/PDB1",  # user/password@ of Oracle's tools
+    "echo 'Rg7$kLq2!z' | docker login reg.acme.io -u ci --password-stdin",
+    "args: -s -u deploy:Dp1!oyKey9 https://nexus.acme.io/upload",  # -u user:password
+    "define( 'DB_PASSWORD', 'w8!Kq2#Lm9Vz' );",  # a name and a value as two arguments
+    "~/.pgpass: pg.acme.lan:5432:*:etl:E7l!wQ3z#Kp",
+    "PGPASSWORD='8hN!q2Lx#V' psql -h db -U app",  # a compound name (pgpassword)
+    "ldap bindPassword Ld@pB1nd!93x",
+    "root pw for the NAS is Nas!Box-4471",
+    "office laptop login: Quill-Harbor-2024!",
+    "security question 'first pet' - my answer PurpleOtter!73",
+    "SIM locked, the PUK is 83920175",
+    "bike lock combo 4-7-1-9",
+    "the vault password, hex-encoded: 53756e736574234d6172696e613737",  # Sunset#Marina77
+    "password as escapes: \\u004c\\u006d\\u0037\\u0023\\u0051\\u007a\\u0021\\u0072",
+    "wifi pw (dots between letters): t.e.a.p.o.t.-.9.9.!.X",
+    "Wi-Fi password, written backwards: 2291-nretnaL-yffulF",
+    "first half: Kq7#m2, second half: Lz2!pX (db password)",
+    "cred-b64:YWRtaW46QWRtMW4hU2VjdXJlNDI=",  # admin:Adm1n!Secure42
+    "part 1/3: xoxp-450487058233\npart 2/3: -443622221413-2949795486951\n"
+    "part 3/3: -e5b5053e25fcc8ccfa9bd7d7c73a1fec",
+    "token pasted as glpat- followed by 8_fgTp73WW and then w6Dq1i_lko",
+    "config/master.key for the shop: 72461aeaa944bb15c7a9becec2b53b79",  # entropy in context
+    "wallet_0x" + _body(_HEX, 64, 11) + ".json",
+    _body(_HEX, 64, 12) + " is my metamask private key",
+    "solana keypair " + str([(i * 37 + 11) % 256 for i in range(64)]),
+    "Ledger backup:\n1. mirror\n2. zebra\n3. insect\n4. pigeon\n5. almost\n6. salmon\n7. puzzle"
+    "\n8. quarter\n9. raven\n10. bamboo\n11. fringe\n12. oyster",
+    "1.beach 2.adapt 3.brass 4.cook 5.banner 6.analyst 7.common 8.audit 9.bundle 10.chuckle"
+    " 11.cricket 12.crater",
+    "401 for https://api.weather.example/v1?appid=42e838f1ca70a000d3b3cf5c1c3ad914",
+    "figma PAT figd_0B123m6G11XNIJ1vu0ziiAOVhb9xo7L9Wh5-q1Mo",
+    "Asana PAT 2/8291120699715374/4770470761740892:f00f0692db6101ecbffc1a2a4be44844",
+    "Phantom export (base58 private key): " + _body(_A62.replace("0", "").replace("O", ""), 88, 13),
+    "七牛 AK：0BMdRuKwS6wWP-kpih5_gKbnEM9pt5IRHO5y7QzI  "
+    "SK：Kp2WaS-XhuJOXmG39FySa7gbu01I8QTS2bEmsQGK",
+    "邮箱授权码 VENZOWTDGWRDTLJK",  # random capitals under a token's name
+    "QQ 邮箱授权码是 urecepyrlkpoppxu",  # random small letters
+    "取款密码：六三一九五八",  # Chinese numerals
+    "店里报警器的撤防码是 6319",
+    "书房保险柜的密码是 35-12-48",
+    "支付宝密保问题“你的小学名字”我填的是 LanTian#1990",
+    "「『Pg#Zh!2024db』」—— 就是括号里这个，数据库 root 密码",
+    "数据库密码分开记：前半段 Kq7#m，后半段 Lz2!pX",
+    "调用百度 API，Secret Key 用 MnL4kQ47lK84nzz5gGV9g3Q5tHu0T6jH",
+    "硬件钱包助记词：saddle、bronze、unfold、mention、fringe、puzzle、frost、breeze、cereal、helmet"
+    "、insect、almost",
+]
+
+CONTEXT_BENIGN = [
+    "See https://docs.github.com/en/authentication/creating-a-personal-access-token",
+    "export AWS_ACCESS_KEY_ID=AKIAIOSFODNN7EXAMPLE (the example key from the AWS docs)",
+    "AWS 官方文档里的示例密钥 AKIAIOSFODNN7EXAMPLE 只是演示用的",
+    "Key file template:\n-----BEGIN RSA PRIVATE KEY-----\n...paste your key here...\n"
+    "-----END RSA PRIVATE KEY-----",
+    "jwt.io's example token is eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwi"
+    "bmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c",
+    "Anthropic API keys look like sk-ant-api03- followed by a long base64url string",
+    "分页接口返回的 next_token 是 eyJvZmZzZXQiOjIwMH0=，其实就是 base64 的偏移量",
+    "Terraform: `db_password = var.db_password` with `sensitive = true`",
+    "kubectl create secret generic db --from-file=password=./db_password.txt",
+    "my public key:\n-----BEGIN PUBLIC KEY-----\n"
+    "MIIBIjANBgkqhkiG9w0BAQEFAAOCAQ8AMIIBCgKCAQEAjk+GScHkVqdFX\n"
+    "-----END PUBLIC KEY-----",
+    "tx hash 0x" + _body(_HEX, 64, 14) + " confirmed in block 19234567",
+    "Fixed the password reset bug in commit " + _body(_HEX, 40, 15),
+    "Passwords like 'Summer2024!' are banned by our policy.",
+    "psql -h db.acme.lan -p 5432 -U app",
+    "docker run -p 8080:80 nginx",
+    "infra/db/password_location",
+    "私钥模板：-----BEGIN PRIVATE KEY----- 这里粘贴你的私钥 -----END PRIVATE KEY-----",
+]
+
+
+@pytest.mark.parametrize("text", CONTEXT_SECRETS)
+def test_a_credential_its_context_gives_away_is_found(text: str) -> None:
+    assert find_secrets([("content", text)]), text
+
+
+@pytest.mark.parametrize("text", CONTEXT_BENIGN)
+def test_a_look_alike_its_context_explains_is_not_a_credential(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ({"wifi": {"ssid": "Maple-5G", "psk": "teapot-Sunrise-4412"}}, True),
+        ({"2fa": {"backup_codes": ["48291037", "55619024", "77132486"]}}, True),
+        ({"cookies": [{"name": "sessionid", "value": "QDxFgAozzdrB4iARgNWmbkyFmRpnjSZR"}]}, True),
+        ({"公众号": {"appsecret": "e80c03569242c9fcc6f0c5d66c027d98"}}, True),
+        (
+            {"华为云": {"ak": "ZKHZCQLNCX7FQJTT6XYG", "sk": "nnCRyid9Rpm1OrDxATCn4PI68eVSBIM7yvx"}},
+            True,
+        ),
+        ({"邮箱授权码": "GZEFFOFVKZGSSSZS"}, True),
+        ({"wallet": {"keypair": [(i * 53 + 7) % 256 for i in range(64)]}}, True),
+        (
+            {
+                "phrase": "inhale border garlic fringe cereal radar hollow pigeon bronze kingdom"
+                " island shadow"
+            },
+            True,
+        ),
+        ({"key_rotation": {"key_rotation_days": 90, "last_rotated": "2024-04-01"}}, False),
+        ({"api_calls": 500, "api_key_rotations_per_quarter": 1}, False),
+        ({"api_key_id": "key_01HZX4JQKTZ3OG4KZPCBD2OBUL", "api_key_name": "ci"}, False),
+        ({"password_policy": {"password_min_length": 12}, "pin_length": 6}, False),
+    ],
+)
+def test_a_name_and_a_value_in_run_state_are_judged_in_context(
+    value: object, refused: bool
+) -> None:
+    assert bool(find_secrets(structured_fields(value, "state"))) is refused
+
+
+@pytest.mark.parametrize(
+    ("key", "refused"),
+    [("user/phone_unlock_code/280461", True), ("prod/db/password=Vr7#qLx2!mPz", True),
+     ("user/pin_length/6", False)],
+)  # fmt: skip
+def test_a_key_written_as_a_path_names_its_segments(key: str, refused: bool) -> None:
+    assert bool(find_secrets([("canonical_key", key)])) is refused

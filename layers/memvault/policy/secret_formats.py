@@ -109,7 +109,7 @@ FORMATS: tuple[Format, ...] = (
     _f("Sentry Token", "sntryu_", f"{HEX}{{64}}"),
     _f("Grafana Token", "glc_", r"[A-Za-z0-9+/]{32,}={0,2}"),
     _f("Grafana Token", "glsa_", f"{A62}{{32}}_{HEX}{{8}}"),
-    _f("Age Secret Key", "AGE-SECRET-KEY-1", "[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}"),
+    _f("Age Secret Key", "AGE-SECRET-KEY-1", "[A-Z0-9]{50,70}"),
     _f("1Password Secret Key", "A3-", "[A-Z0-9]{6}-[A-Z0-9]{5,6}(?:-[A-Z0-9]{5}){4}"),
     _f("1Password Service Account Token", "ops_eyJ", r"[A-Za-z0-9+/=_\-]{100,}"),
     # Payments and commerce.
@@ -154,7 +154,9 @@ FORMATS: tuple[Format, ...] = (
     _f("Airtable Token", "pat", f"{A62}{{14}}\\.{HEX}{{64}}"),
     _f("Typeform Token", "tfp_", r"[A-Za-z0-9_=.\-]{40,}"),
     _f("Contentful Token", "CFPAT-", f"{B64U}{{43}}"),
-    _f("Asana Token", "", r"[0-9]/[0-9]{16}:[A-Za-z0-9]{32}"),
+    _f("Asana Token", "", r"[0-9]/[0-9]{13,19}(?:/[0-9]{13,19})?:[A-Za-z0-9]{32}"),
+    _f("Figma Token", "figd_", f"{B64U}{{38,48}}"),
+    _f("Figma Token", "figu_", f"{B64U}{{38,48}}"),
     _f("Planetscale Token", "pscale_", r"(?:tkn|pw|oauth)_[A-Za-z0-9_.=\-]{32,64}"),
     _f("Intercom Token", "dG9rOj", r"[A-Za-z0-9+/=]{40,}"),
     # AI and ML providers.
@@ -185,6 +187,16 @@ FORMATS: tuple[Format, ...] = (
         random_body=True,
     ),
     Format(
+        # A bot token: the bot's id in base64, a timestamp, an HMAC (trufflehog's shape).
+        "Discord Bot Token",
+        "",
+        re.compile(
+            r"(?<![\w.\-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}"
+            r"(?![\w.\-])"
+        ),
+        random_body=True,
+    ),
+    Format(
         "Extended Private Key",
         "",
         re.compile(r"(?<![\w+/=\-])[xyztuv]prv[1-9A-HJ-NP-Za-km-z]{100,112}(?![\w+/=\-])"),
@@ -205,6 +217,7 @@ _UNPREFIXED_HINTS: dict[str, tuple[str, int]] = {
     "Asana Token": (":", 50),
     "Bitcoin Private Key (WIF)": ("", 51),
     "Extended Private Key": ("prv", 104),
+    "Discord Bot Token": (".", 58),
 }
 #: Prefixes by their first two characters, longest first: a token can start wherever a
 #: word starts, and a dictionary lookup there costs less than a regex of all prefixes.

@@ -25,13 +25,13 @@ from dataclasses import dataclass
 from memvault.policy.secret_formats import formats_in
 from memvault.policy.secret_values import (
     Kind,
-    entropy,
     is_documentation_example,
     is_placeholder,
     is_seed_phrase,
     looks_random,
     looks_secret,
     name_kind,
+    random_letters,
 )
 
 __all__ = ["PATTERNS", "Pattern", "fold", "looks_secret", "matches", "normalise"]
@@ -136,7 +136,9 @@ _KEY_QUALIFIER = (
 )
 _EN_NAMES = (
     r"pass(?:word|wd|phrase|code)s?|pass[ -](?:word|phrase|code)|p[a@4][s$5]{2}w[o0]rd|pwd"
-    r"|pin(?:[ -]?(?:code|number))?|secret(?:[ _-]?key)?|(?:" + _KEY_QUALIFIER + r")[ _-]?keys?"
+    r"|pin(?:[ -]?(?:code|number))?|puk|combo|pw|secret(?:[ _-]?key)?|(?:"
+    + _KEY_QUALIFIER
+    + r")[ _-]?keys?"
     r"|client[ _-]?secret|(?:access|auth(?:entication)?|refresh|bearer|api|bot|personal access"
     r"|session|id|oauth|deploy|github|gitlab|slack|npm|vault|service account)[ _-]?token|token"
     r"|credentials?|(?:unlock|access|door|alarm|security|entry|gate|safe|wi-?fi|lock[ -]?screen"
@@ -185,6 +187,53 @@ def _prose(m: re.Match[str], line: str) -> bool:
                 kind = qualified
                 break
     return kind is not None and _judge(name, _group(m, line, "rest"), prose=True, kind=kind)
+
+
+_WORD_BEFORE = re.compile(r"([a-z][a-z0-9]*)[\s_.-]*$")
+
+
+def _near_name(m: re.Match[str], line: str) -> bool:
+    """A random value right after a secret's name, unless the word before the name says
+    it is no secret ("public key MIIB...", "next token ...")."""
+    name = _group(m, line, "k")
+    if name.isascii():
+        before = _WORD_BEFORE.search(line[max(0, m.start() - 24) : m.start()].lower())
+        if name_kind(f"{before.group(1) if before else ''} {name}") is None:
+            return False
+    return looks_secret(_group(m, line, "v"), prose=False, kind=Kind.WEAK)
+
+
+_PGPASS = re.compile(
+    r"(?<![\w.:/@-])(?:[A-Za-z][\w.\-]*|\*):(?:\d{2,5}|\*):[\w*\-]+:[\w*\-.@]+:(?P<v>\S+)"
+)
+
+
+def _first_strict(regex: re.Pattern[str], line: str) -> bool:
+    return any(_strict_value(m.group("v")) for m in regex.finditer(line))
+
+
+def _quoted_pair(m: re.Match[str], line: str) -> bool:
+    kind = name_kind(m.group("k"))
+    return kind is not None and looks_secret(_unquote(m.group("v")), prose=False, kind=kind)
+
+
+def _strong(value: str) -> bool:
+    """A value as strong as a password: eight characters or more, letters, digits and a
+    symbol."""
+    value = value.strip("\"'`.,;:!?()")
+    return (
+        len(value) >= 8
+        and any(c.isalpha() for c in value)
+        and any(c.isdigit() for c in value)
+        and any(not c.isalnum() for c in value)
+        and looks_secret(value, prose=False)
+    )
+
+
+def _in_url(line: str, m: re.Match[str]) -> bool:
+    """Whether a match lies in a URL (a path of a documentation link is no login)."""
+    word_start = max(line.rfind(" ", 0, m.start("u")), line.rfind("\t", 0, m.start("u"))) + 1
+    return "://" in line[word_start : m.end()]
 
 
 def _strict_value(value: str) -> bool:
@@ -241,18 +290,22 @@ def _name_before(line: str, end: int) -> tuple[str, int] | None:
     i = j
     while i > 0 and j - i <= 80 and (line[i - 1].isalnum() or line[i - 1] in _NAME_CHARS):
         i -= 1
+    run = i
     while i < j and not (line[i].isalpha() or line[i] == "_"):
-        i += 1  # a name starts with a letter
-    return (line[i:j], i) if i < j else None
+        i += 1  # a name starts with a letter ("2fa.backup_codes" is read from "fa")
+    return (line[i:j], run) if i < j else None
 
 
-def _starts_a_name(line: str, start: int) -> bool:
-    """A name starts a word: not a path, a host or a field of an ARN ("arn:aws:...")."""
+def _starts_a_name(line: str, start: int, separator: str = ":") -> bool:
+    """A name starts a word: not a path, a host or a field of an ARN ("arn:aws:..."); the
+    last segment of a path may name what follows an ``=`` ("prod/db/password=...")."""
     if start > 0 and line[start - 1] in "$@":
         start -= 1
     if start == 0:
         return True
     before = line[start - 1]
+    if before == "/" and separator == "=" and "://" not in line[:start]:
+        return True
     if before in "/.-@$_" or (before.isascii() and before.isalnum()):
         return False
     return not (
@@ -263,13 +316,15 @@ def _starts_a_name(line: str, start: int) -> bool:
 def _assignments(line: str) -> bool:
     for separator in _SEPARATOR.finditer(line):
         found = _name_before(line, separator.start())
-        if found is None or not _starts_a_name(line, found[1]):
+        if found is None or not _starts_a_name(line, found[1], separator.group()):
             continue
         kind = name_kind(found[0].strip("\"'$@:"))
         value = _VALUE.match(line, separator.end())
         if kind is None or value is None:
             continue
         text = value.group("v")
+        if text[:1] not in "\"'`":
+            text = _CJK_TAIL.sub("", text).rstrip("([")  # "SK:Xy7...(华为云)"
         if looks_secret(_unquote(text) if text[:1] in "\"'`" else text, prose=False, kind=kind):
             return True
     return False
@@ -341,7 +396,8 @@ def _aws_secret(m: re.Match[str], line: str) -> bool:
 
 #: Written in lower case: the rule runs on the folded line.
 _ZH_NAMES = (
-    r"助记词|恢复短语|种子短语|口令短语|密语|助记码|取款密码|支付密码|银行卡密码|门禁密码|保险箱密码"
+    r"助记词|恢复短语|种子短语|口令短语|密语|助记码|密保(?:答案|问题)?|撤防码|布防码|开门码|报警码|恢复码"
+    r"|备用码|备份码|安全码|取款密码|支付密码|银行卡密码|门禁密码|保险箱密码"
     r"|开机密码|锁屏密码|解锁码|门禁码|密码锁|交易密码|手机密码|pin ?码|私钥|密钥|秘钥|令牌|授权码"
     r"|访问码|凭证|密码|口令|暗号|通行码|password|passwd|pwd|passphrase|token|api ?key"
     r"|secret(?: ?key)?|access ?key|private ?key|pin|key"
@@ -349,12 +405,13 @@ _ZH_NAMES = (
 _ZH_VERBS = (
     r"(?P<verb>是|为|為|:|=|改成了?|改为了?|改到了?|换成了?|设为|设置为|设置成|设成了?|更新为|更新成|修改为"
     r"|修改成|重置为|重置成|变成了?|变为|就是|叫做?|用的是|填的是|填|输入|记得是|写的是|如下|发你|给你"
-    r"|存一下|记一下|记下|存下|收好|保存一下|备份一下)"
+    r"|存一下|记一下|记下|存下|收好|保存一下|备份一下|用(?=\s*[A-Za-z0-9\"'\u201c\u300c]))"
     r"(?:了|的是|是)?"
 )
 _ZH_NEGATORS = re.compile(
     r"长度|策略|规则|要求|位数|复杂度|过期|有效期|轮换|管理|提示|格式|算法|类型|强度|找回|重置流程|文件|路径"
     r"|地址|链接|名称|名字|哈希|摘要|指纹|公钥|位置|引用|次数|不能|不要|别|忘了|忘记|错误|错了|泄露"
+    r"|模板|示例|样例|范例"
     r"|(?<![a-z])id(?![a-z])"
 )
 _ZH_STEMS = ("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语")
@@ -374,8 +431,8 @@ def _zh_near(m: re.Match[str], line: str) -> bool:
         or (any(c.isupper() for c in value[1:]) and any(c.islower() for c in value))
     )
     kind = name_kind(_group(m, line, "k"))
-    if kind is Kind.TOKEN and value.isalpha() and value.islower() and len(value) >= 12:
-        return entropy(value) >= 3.0
+    if kind is Kind.TOKEN and value.isalpha() and len(value) >= 12:
+        return random_letters(value)
     return kind is not None and marked and looks_secret(value, prose=False, kind=kind)
 
 
@@ -387,11 +444,19 @@ _ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*()_+\-=\[\]{}.~/?|:;,'\"\\<>`]+"
 
 
 def _zh(m: re.Match[str], line: str) -> bool:
-    if _ZH_NEGATORS.search(m.group("gap")):
+    if _ZH_NEGATORS.search(_QUOTED.sub("", m.group("gap"))):
         return False
     name, gap = _group(m, line, "k"), _group(m, line, "gap").strip()
     if name.isascii() and m.group("verb") in (":", "="):
         return False  # "password: ...": the English rules read it, with its whole name
+    if name.isascii():
+        # "next_token 是 ...": the name is the whole identifier it ends.
+        start = m.start("k")
+        while start > 0 and (
+            line[start - 1].isascii() and (line[start - 1].isalnum() or line[start - 1] in "_-.")
+        ):
+            start -= 1
+        name = line[start : m.end("k")]
     if name.isascii() and gap.isascii() and gap:
         name = f"{name} {gap}"  # "token limit: ...": the words after the name count
     kind = name_kind(name)
@@ -401,8 +466,11 @@ def _zh(m: re.Match[str], line: str) -> bool:
     return kind is not None and _judge(name, _group(m, line, "rest"), prose=False, kind=kind)
 
 
+#: A quoted phrase inside the words between a name and its value (the question a
+#: security answer answers): its words say nothing about the name.
+_QUOTED = re.compile(r"[\u201c\u300c\"][^\u201d\u300d\"]{0,20}[\u201d\u300d\"]")
 _ZH_PIN_CONTEXT = re.compile(
-    r"银行卡|取款|支付|门禁|门锁|保险箱|保险柜|开机|锁屏|手机|atm|信用卡|储蓄卡|借记卡"
+    r"银行卡|取款|支付|门禁|门锁|保险箱|保险柜|密码箱|报警|撤防|开机|锁屏|手机|atm|信用卡|储蓄卡|借记卡"
 )
 
 
@@ -422,8 +490,8 @@ def _seed_words(m: re.Match[str], line: str) -> bool:
 
 
 _EN_NEEDS = (
-    *("pass", "p@ss", "p4ss", "pwd", "pin", "secret", "key", "token", "credential", "code"),
-    *("combination", "seed", "mnemonic", "phrase", "words", "answer"),
+    *("pass", "p@ss", "p4ss", "pw", "pin", "secret", "key", "token", "credential", "code"),
+    *("combination", "seed", "mnemonic", "phrase", "words", "answer", "puk", "combo"),
 )
 
 #: What a name that calls its value a secret holds (``secret_values.name_kind``).
@@ -431,6 +499,7 @@ _NAME_NEEDS = (
     *_EN_NEEDS,
     *("pw", "pa$$", "passwort", "kennwort", "contrase", "senha", "motdepasse", "mdp", "пароль"),
     *("cred", "bearer", "auth", "pat", "hmac", "sid", "cookie", "session", "license", "sig"),
+    *("sk", "psk", "puk", "combo"),
     *_ZH_STEMS,
     *("パスワード", "暗証"),
 )
@@ -538,13 +607,15 @@ PATTERNS: tuple[Pattern, ...] = (
         folded=True,
     ),
     Pattern(
-        # A secret's name and a random value with nothing between: "private key 0x...".
+        # A secret's name and a random value with little between: "private key 0x...",
+        # "(base58 private key): 4vJ9...", "AppSecret 2460f3...".
         "Secret Near Name",
         re.compile(
-            rf"{_NAME_START}(?P<k>{_EN_NAMES}|{_ZH_NAMES})\s*[\"'(\[]?"
-            r"(?P<v>[a-z0-9._~+/=\-]{16,})"
+            rf"{_NAME_START}(?P<k>(?:[a-z]{{2,12}}(?=secret|password|passwd|token))?"
+            rf"(?:{_EN_NAMES}|{_ZH_NAMES}))"
+            r"(?:\s+|\s*[\"'(\[)\]:=]+\s*|(?<=[^\x00-\x7f]))(?P<v>[a-z0-9][a-z0-9._~+/=\-]{15,})"
         ),
-        lambda m, line: looks_secret(_group(m, line, "v"), prose=False, kind=Kind.WEAK),
+        lambda m, line: _near_name(m, line),
         needs=(*_EN_NEEDS, *_ZH_STEMS),
         folded=True,
     ),
@@ -585,8 +656,8 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "Secret In Prose",
         re.compile(
-            r"\b(?:password|passphrase|passcode|pass|pwd|pw|contraseña|clave|passwort"
-            r"|mot de passe)\s+[\"'\u201c\u2018`«]?(?P<v>\S+)"
+            r"\b(?:[a-z]{2,12}(?=pass(?:word|wd)))?(?:password|passphrase|passcode|pass|pwd|pw"
+            r"|contraseña|clave|passwort|mot de passe)\s+[\"'\u201c\u2018`«]?(?P<v>\S+)"
         ),
         _strict,
         needs=("pass", "pwd", "pw", "contrase", "clave", "mot de passe"),
@@ -617,7 +688,7 @@ PATTERNS: tuple[Pattern, ...] = (
             r"|账密|用户名)[^\n/]{0,24}?(?<![\w/])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
             r"(?!\S*/)"
         ),
-        lambda m, line: "://" not in m.group() and _strict_value(_group(m, line, "v")),
+        lambda m, line: not _in_url(line, m) and _strict_value(_group(m, line, "v")),
         needs=("login", "logon", "cred", "account", "sign", "user", "登录", "账"),
         folded=True,
     ),
@@ -625,11 +696,11 @@ PATTERNS: tuple[Pattern, ...] = (
         # "debit card pin 9367", "door code 4821#": a PIN's name, then its digits.
         "Secret In Prose",
         re.compile(
-            r"(?<![a-z0-9])(?P<k>(?:[a-z-]+\s)?(?:pin(?: code| number)?|passcode|code|combination))"
-            r"\s*[:#]?\s*(?P<v>\d{4,8})#?(?![\d.,:/-])"
+            r"(?<![a-z0-9])(?P<k>(?:[a-z-]+\s)?(?:pin(?: code| number)?|passcode|code|combination"
+            r"|combo|puk))\s*[:#]?\s*(?P<v>\d{4,8}|\d{1,3}(?:-\d{1,3}){2,5})#?(?![\d.,:/-])"
         ),
         _pin_near,
-        needs=("pin", "code", "combination"),
+        needs=("pin", "code", "combination", "combo", "puk"),
         folded=True,
     ),
     Pattern(
@@ -652,10 +723,98 @@ PATTERNS: tuple[Pattern, ...] = (
         folded=True,
     ),
     Pattern(
+        "Password On A Command Line",
+        re.compile(
+            r"\b(?:cqlsh|sqlcmd|bcp|isql|osql|mongo|mongosh|mongodump|mongorestore|mongoexport"
+            r"|mongoimport|ldapsearch|ldapmodify|ldapadd|ldapdelete|ldapwhoami|influx|vsql"
+            r"|hdbsql|clickhouse-client|mysqlsh|rabbitmqctl|ipmitool|smbclient|net use|rclone"
+            r"|sqlcl|nzsql|beeline|snowsql|impala-shell|mosquitto_pub|mosquitto_sub|lftp|vncpasswd)"
+            r"\b[^\n|;]*?\s(?:-p|-P|-w|-a|--password|--pass|--pwd|-pw|-passwd)(?:=|\s+)"
+            r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)"
+        ),
+        lambda m, line: looks_secret(_unquote(_group(m, line, "v")), prose=False),
+        needs=(
+            *("cqlsh", "sqlcmd", "bcp", "isql", "osql", "mongo", "ldap", "influx", "vsql"),
+            *("hdbsql", "clickhouse", "mysqlsh", "rabbitmq", "ipmitool", "smbclient"),
+            *("net use", "rclone", "sqlcl", "nzsql", "beeline", "snowsql", "impala"),
+            *("mosquitto", "lftp", "vncpasswd"),
+        ),
+        folded=True,
+    ),
+    Pattern(
+        # "sqlplus system/Orcl#19c@//host/db", "expdp scott/tiger@orcl": user/password@.
+        "Password On A Command Line",
+        re.compile(
+            r"\b(?:sqlplus|rman|expdp|impdp|dgmgrl|sqlldr|sqlcl)\s+"
+            r"(?:-\w+\s+)*[\"']?[\w$#]+/(?P<v>[^@\s/\"']+)@"
+        ),
+        _value("v", prose=False),
+        needs=("sqlplus", "rman", "expdp", "impdp", "dgmgrl", "sqlldr", "sqlcl"),
+        folded=True,
+    ),
+    Pattern(
+        # "-u deploy:Dpl0y!Key-7" (curl, wget, httpie), "-U user%pass" (smbclient).
+        "Password On A Command Line",
+        re.compile(r"(?:^|\s)(?:-u|--user|-U)(?:=|\s*)[\"']?[^\s:%\"'/]+[:%](?P<v>[^\s\"']+)"),
+        lambda m, line: looks_secret(_group(m, line, "v"), prose=False),
+        needs=("-u", "--user"),
+        folded=True,
+    ),
+    Pattern(
+        # "echo 'Hb4$Lq9z' | docker login ... --password-stdin"
+        "Password On A Command Line",
+        re.compile(
+            r"\b(?:echo|printf)\s+(?:-n\s+)?(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)\s*\|[^\n]*"
+            r"--password-stdin"
+        ),
+        lambda m, line: looks_secret(_unquote(_group(m, line, "v")), prose=False),
+        needs=("password-stdin",),
+        folded=True,
+    ),
+    Pattern(
+        # define('DB_PASSWORD', '...'), setenv("API_TOKEN", "..."): a name and its value
+        # as two quoted arguments.
+        "Secret Keyword",
+        re.compile(
+            r"[\"'](?P<k>[A-Za-z_][\w.\-]{1,40})[\"']\s*,\s*(?P<v>\"[^\"\n]{4,200}\"|'[^'\n]{4,200}')"
+        ),
+        lambda m, line: _quoted_pair(m, line),
+        needs=_NAME_NEEDS,
+    ),
+    Pattern(
+        # ~/.pgpass and similar: host:port:database:user:password.
+        "Secret Keyword",
+        _PGPASS,
+        needs=(":",),
+        scan=lambda line: line.count(":") >= 4 and _first_strict(_PGPASS, line),
+    ),
+    Pattern(
+        # "work laptop login: Quill-Harbor-2024!": what a login or unlock takes, when the
+        # value is as strong as a password (letters, digits and a symbol).
+        "Secret In Prose",
+        re.compile(
+            r"\b(?:login|log-in|logon|sign-in|signin|unlock)\b[^\n:=]{0,20}?(?:\s+is|\s*[:=])"
+            r"\s*[\"'\u201c]?(?P<v>[^\s\"'\u201d]+)"
+        ),
+        lambda m, line: _strong(_group(m, line, "v")),
+        needs=("login", "log-in", "logon", "sign", "unlock"),
+        folded=True,
+    ),
+    Pattern(
+        # "security question 'mother's maiden name' ... the fake answer PurpleOtter!73"
+        "Secret In Prose",
+        re.compile(
+            r"security question[^\n]{0,80}?\banswer\b\s*(?:is\s+|:\s*)?[\"'\u201c]?(?P<v>\S+)"
+        ),
+        _strict,
+        needs=("security question",),
+        folded=True,
+    ),
+    Pattern(
         "Seed Phrase",
         re.compile(
             rf"(?:{_SEED_CONTEXT})[^\n]{{0,40}}?(?P<w>(?:\b\d{{1,2}}[.):]?\s*)?[a-z]{{3,8}}"
-            r"(?:[\s,]+(?:\d{1,2}[.):]?\s*)?[a-z]{3,8}){11,23})\b"
+            r"(?:[\s,、;]+(?:\d{1,2}[.):]?\s*)?[a-z]{3,8}){11,23})\b"
         ),
         _seed_words,
         needs=_SEED_NEEDS,

@@ -13,10 +13,14 @@ secrets, whatever their name.
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import math
 import re
 from collections import Counter
 from enum import Enum
+from functools import lru_cache
 from itertools import pairwise
 
 
@@ -41,9 +45,12 @@ _PASSWORD_WORDS = frozenset(
     {
         *("password", "passwd", "pwd", "pass", "pw", "passwort", "kennwort", "contraseña"),
         *("contrasena", "senha", "motdepasse", "mdp", "пароль", "pword", "passphrase"),
+        *("psk", "wpapsk", "wpakey"),
     }
 )
-_PIN_WORDS = frozenset({"pin", "pincode", "passcode", "pinnumber", "unlockcode", "keypad"})
+_PIN_WORDS = frozenset(
+    {"pin", "pincode", "passcode", "pinnumber", "unlockcode", "keypad", "puk", "combo"}
+)
 _PHRASE_WORDS = frozenset({"mnemonic", "seedphrase", "mnemonics", "seed", "seedwords"})
 _TOKEN_WORDS = frozenset(
     {
@@ -52,9 +59,20 @@ _TOKEN_WORDS = frozenset(
         *("authtoken", "accesstoken", "refreshtoken", "sessiontoken", "authorization", "pat"),
         *("hmac", "apitoken", "webhooksecret", "signingsecret", "signingkey"),
         *("privatekeys", "masterkey", "secretaccesskey", "connectionstring", "connstr"),
+        *("sessionid", "jsessionid", "phpsessid", "sessid", "appsecret", "appkey"),
     }
 )
-_WEAK_WORDS = frozenset({"key", "auth", "session", "cookie", "sid", "code", "license"})
+_WEAK_WORDS = frozenset({"key", "auth", "session", "cookie", "sid", "code", "license", "sk"})
+#: What a name that is one lower-case word may end with (``pgpassword``, ``bindpassword``,
+#: ``appsecret``): the word is read as its ending.
+_SUFFIXES = (
+    *("password", "passwd", "passphrase", "secret", "secretkey", "apikey", "privatekey"),
+    *("accesskey", "token", "pwd"),
+)
+#: Words before "token" that make it a position in a listing, not a credential.
+_TOKEN_NOT = frozenset(
+    {"next", "page", "continuation", "pagination", "cursor", "sync", "resume", "prev"}
+)
 #: Words before "key" that make it a secret key ("api key", "wallet key", "ssh key").
 _KEY_QUALIFIERS = frozenset(
     {
@@ -135,15 +153,19 @@ _ZH_NAMES: tuple[tuple[str, Kind], ...] = (
         for w in (
             *("取款密码", "支付密码", "银行卡密码", "门禁密码", "保险箱密码", "开机密码"),
             *("锁屏密码", "解锁码", "门禁码", "密码锁", "PIN码", "pin码", "交易密码", "手机密码"),
+            *("保险柜密码", "密码箱", "撤防码", "布防码", "开门码", "报警码", "门锁密码", "安全码"),
+            *("恢复码", "备用码", "备份码", "救援码"),
         )
     ),
     *((w, Kind.TOKEN) for w in ("私钥", "密钥", "秘钥", "令牌", "授权码", "访问码", "凭证")),
     *((w, Kind.PASSWORD) for w in ("密码", "口令", "暗号", "通行码", "パスワード", "暗証番号")),
+    *((w, Kind.PASSWORD) for w in ("密保答案", "密保问题", "密保")),
 )
 _ZH_NEGATORS = (
     *("长度", "策略", "规则", "要求", "位数", "复杂度", "过期", "有效期", "轮换", "管理"),
     *("提示", "格式", "算法", "类型", "强度", "找回", "重置", "ID", "编号", "文件", "路径"),
     *("地址", "链接", "名称", "名字", "哈希", "摘要", "指纹", "公钥", "位置", "引用", "次数"),
+    *("模板", "示例", "样例", "范例"),
 )
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_A-Za-z]+")
@@ -173,6 +195,7 @@ def _compound(words: list[str]) -> list[str]:
     return out
 
 
+@lru_cache(maxsize=4096)
 def name_kind(name: str) -> Kind | None:
     """What a name says its value is, or None when it names no secret (or a fact about
     one: a length, an id, an expiry, a reference)."""
@@ -193,7 +216,7 @@ def name_kind(name: str) -> Kind | None:
         if word in _PASSWORD_WORDS:
             return None if word == "pass" and before in _PASS_NOT else Kind.PASSWORD
         if word in _TOKEN_WORDS:
-            return Kind.TOKEN
+            return None if word == "token" and before in _TOKEN_NOT else Kind.TOKEN
         if word in ("phrase", "words") and before in _PHRASE_QUALIFIERS:
             return Kind.PHRASE
         if word == "code" and before in _CODE_QUALIFIERS:
@@ -209,10 +232,23 @@ def name_kind(name: str) -> Kind | None:
             continue
         if word in _NEUTRAL or word.isdigit():
             continue
+        ending = _ending(word)
+        if ending is not None:
+            return name_kind(ending)
         skipped += 1
         if skipped > 2:
             break
     return Kind.WEAK if weak else None
+
+
+def _ending(word: str) -> str | None:
+    """The secret's name a longer lower-case word ends with (``pgpassword``)."""
+    if len(word) < 6 or not word.isalpha():
+        return None
+    for suffix in _SUFFIXES:
+        if word.endswith(suffix) and len(word) > len(suffix) + 1:
+            return suffix
+    return None
 
 
 def _zh_name_kind(name: str) -> Kind | None:
@@ -243,7 +279,8 @@ _TEMPLATE_INSIDE = re.compile(
 _REFERENCE = re.compile(
     r"^(?:os\.environ|os\.getenv|getenv|process\.env|env[.(\[:]|ENV\[|secrets?\.|vault:"
     r"|ssm:|arn:aws:|\$\(|!ref|!sub|\{\{|file:|op://|keyvault:|projects/[\w-]+/secrets"
-    r"|/run/secrets|/etc/|~/|\./|[A-Za-z]:\\|sm://|gcp-secret|aws-secret|awssecret)",
+    r"|/run/secrets|/etc/|~/|\./|[A-Za-z]:\\|sm://|gcp-secret|aws-secret|awssecret"
+    r"|(?:var|local|module|data)\.[a-z_])",
     re.IGNORECASE,
 )
 #: Words that stand for no secret at all, or for the documentation's example of one.
@@ -413,8 +450,26 @@ KNOWN_EXAMPLES = frozenset(
 
 
 def is_documentation_example(value: str) -> bool:
-    """Values a documentation page shows, recognised by their words or their shape."""
-    return is_placeholder(value) or "EXAMPLE" in value.upper()
+    """Values a documentation page shows, recognised by their words or their shape (the
+    jwt.io sample token among them: its payload names John Doe or subject 1234567890)."""
+    return is_placeholder(value) or "EXAMPLE" in value.upper() or sample_jwt(value)
+
+
+_JWT_EXAMPLES = ("john doe", "jane doe", "1234567890", "jwt.io", "example")
+
+
+def sample_jwt(value: str) -> bool:
+    """A JSON Web Token whose claims are documentation's (jwt.io's John Doe)."""
+    core = value.strip(_TRIM)
+    if not core.startswith("eyJ") or core.count(".") != 2 or len(core) > 4096:
+        return False
+    part = core.split(".")[1]
+    try:
+        payload = base64.urlsafe_b64decode(part + "=" * (-len(part) % 4))
+        text = json.dumps(json.loads(payload)).lower()
+    except (ValueError, binascii.Error):
+        return False
+    return any(marker in text for marker in _JWT_EXAMPLES)
 
 
 def _not_a_value(value: str) -> bool:
@@ -435,13 +490,17 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
 
     ``prose``: the value ends a sentence ("my password is ..."), where a lower-case word
     is more likely the sentence going on than a password."""
-    if is_placeholder(value):
+    if is_placeholder(value) or sample_jwt(value):
         return False
     value = value.strip(_TRIM)
     if len(value) < 4 or is_placeholder(value) or _CJK.search(value):
         return False
+    if value.startswith("-----"):
+        return False  # a PEM header: the private key rule judges the block
     if kind is Kind.PIN and value.rstrip("#*").isdigit():
         value = value.rstrip("#*")  # "4821#": the key that ends the code on a keypad
+    if kind is Kind.PIN and _CODES.match(value):
+        return True  # "35-12-48" (a combination), "4829 1037 5561" (backup codes)
     if value.isdigit() and kind is not Kind.WEAK:
         if kind is Kind.TOKEN:
             return len(value) >= 10
@@ -451,15 +510,16 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
     if _not_a_value(value):
         return False
     if kind is Kind.WEAK:
-        if _UUID.match(value.strip("/")):
-            return False  # an id
+        if _UUID.match(value.strip("/")) or _plain_segments(value):
+            return False  # an id; "user:42:profile:v3", a key made of names
         return looks_random(value) or (value[:2] == "0x" and looks_random(value[2:]))
     if " " in value:
         return kind in (Kind.PASSWORD, Kind.PHRASE) and _phrase(value)
     if kind is Kind.PHRASE:
         return looks_random(value)  # a seed as hex or base58; "42" is a random seed
     if (value.isalpha() and value.isupper()) or _ENV_NAME.match(value):
-        return False  # "VAULT", "DB_PASSWORD": an acronym, a variable's name
+        # "VAULT", "DB_PASSWORD": an acronym, a variable's name; unless random letters
+        return kind is Kind.TOKEN and random_letters(value)
     has_digit = any(c.isdigit() for c in value)
     has_symbol = any(not c.isalnum() for c in value)
     mixed_case = any(c.isupper() for c in value) and any(c.islower() for c in value)
@@ -481,14 +541,260 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
     return len(value) >= (10 if prose else 8) and not value.endswith(("ed", "ing", "ly"))
 
 
+#: Letter pairs common in English (and in romanised Chinese): nearly every pair of a word
+#: is one of them, about a third of the pairs of random letters are.
+_COMMON_PAIRS = frozenset(
+    [
+        "th",
+        "he",
+        "in",
+        "er",
+        "an",
+        "re",
+        "on",
+        "at",
+        "en",
+        "nd",
+        "ti",
+        "es",
+        "or",
+        "te",
+        "of",
+        "ed",
+        "is",
+        "it",
+        "al",
+        "ar",
+        "st",
+        "to",
+        "nt",
+        "ng",
+        "se",
+        "ha",
+        "as",
+        "ou",
+        "io",
+        "le",
+        "ve",
+        "co",
+        "me",
+        "de",
+        "hi",
+        "ri",
+        "ro",
+        "ic",
+        "ne",
+        "ea",
+        "ra",
+        "ce",
+        "li",
+        "ch",
+        "ll",
+        "be",
+        "ma",
+        "si",
+        "om",
+        "ur",
+        "ca",
+        "el",
+        "ta",
+        "la",
+        "ns",
+        "di",
+        "fo",
+        "ho",
+        "pe",
+        "ec",
+        "pr",
+        "no",
+        "ct",
+        "us",
+        "ac",
+        "ot",
+        "il",
+        "tr",
+        "ly",
+        "nc",
+        "et",
+        "ut",
+        "ss",
+        "so",
+        "rs",
+        "un",
+        "lo",
+        "wa",
+        "ge",
+        "ie",
+        "wh",
+        "ee",
+        "wi",
+        "em",
+        "ad",
+        "ol",
+        "rt",
+        "po",
+        "we",
+        "na",
+        "ul",
+        "ni",
+        "ts",
+        "mo",
+        "ow",
+        "pa",
+        "im",
+        "mi",
+        "ai",
+        "sh",
+        "ir",
+        "su",
+        "id",
+        "os",
+        "iv",
+        "ia",
+        "am",
+        "fi",
+        "ci",
+        "vi",
+        "pl",
+        "ig",
+        "tu",
+        "ev",
+        "ld",
+        "ry",
+        "mp",
+        "fe",
+        "bl",
+        "ab",
+        "gh",
+        "ty",
+        "op",
+        "wo",
+        "sa",
+        "ay",
+        "ex",
+        "ke",
+        "fr",
+        "oo",
+        "av",
+        "ag",
+        "if",
+        "ap",
+        "gr",
+        "od",
+        "bo",
+        "sp",
+        "rd",
+        "do",
+        "uc",
+        "bu",
+        "ei",
+        "ov",
+        "by",
+        "rm",
+        "ep",
+        "tt",
+        "oc",
+        "fa",
+        "ef",
+        "cu",
+        "rn",
+        "sc",
+        "gi",
+        "da",
+        "yo",
+        "cr",
+        "cl",
+        "du",
+        "ga",
+        "qu",
+        "ue",
+        "ff",
+        "ba",
+        "ey",
+        "ls",
+        "va",
+        "um",
+        "pp",
+        "ua",
+        "up",
+        "lu",
+        "go",
+        "ht",
+        "ru",
+        "ug",
+        "ds",
+        "lt",
+        "pi",
+        "rc",
+        "rr",
+        "eg",
+        "au",
+        "ck",
+        "ew",
+        "mu",
+        "br",
+        "bi",
+        "pt",
+        "ak",
+        "pu",
+        "ui",
+        "rg",
+        "ib",
+        "tl",
+        "ny",
+        "ki",
+        "rk",
+        "ys",
+        "ob",
+        "mm",
+        "fu",
+        "ph",
+        "og",
+        "ms",
+        "ye",
+        "ud",
+        "mb",
+        "ip",
+        "ub",
+        "oi",
+        "rl",
+        "gu",
+        "dr",
+        "hr",
+        "cc",
+        "tw",
+        "ft",
+        "wn",
+        "nu",
+    ]
+)
+
+
+def wordlike(value: str) -> float:
+    """The share of a word's letter pairs that are common in English: near 1 for words
+    ("configuration"), about a third for random letters."""
+    low = value.lower()
+    pairs = [low[i : i + 2] for i in range(len(low) - 1)]
+    return sum(p in _COMMON_PAIRS for p in pairs) / len(pairs) if pairs else 1.0
+
+
+def _plain_segments(value: str) -> bool:
+    """Three or more short parts, words or numbers joined by punctuation."""
+    parts = [p for p in re.split(r"[:/_.\-]", value) if p]
+    return len(parts) >= 3 and all(
+        len(p) <= 4 or p.isdigit() or (p.isalpha() and wordlike(p) >= 0.6) for p in parts
+    )
+
+
 def random_letters(value: str) -> bool:
-    """Twelve or more lower-case letters as random as a generated code ("brdjghtqztfwxnrw",
-    a mail provider's authorisation code), not a word ("configuration"): random letters
-    are about one in five a vowel, English words two in five."""
-    if not (value.isascii() and value.isalpha() and value.islower() and len(value) >= 12):
+    """Twelve or more letters of one case as random as a generated code
+    ("brdjghtqztfwxnrw", a mail provider's authorisation code), not a word
+    ("configuration"): few of its letter pairs are common in English."""
+    if not (value.isascii() and value.isalpha() and len(value) >= 12):
         return False
-    vowels = sum(ch in "aeiou" for ch in value) / len(value)
-    return vowels <= 0.28 and entropy(value) >= 3.0
+    if not (value.islower() or value.isupper()):
+        return False
+    return entropy(value.lower()) >= 2.5 and wordlike(value) < 0.7
 
 
 def _phrase(value: str) -> bool:
@@ -502,6 +808,8 @@ def _phrase(value: str) -> bool:
 
 
 _SEED_WORD = re.compile(r"^[a-z]{3,8}$")
+#: A combination ("35-12-48", "4-7-1-9") or several codes ("48291037 55619024").
+_CODES = re.compile(r"^\d{1,3}(?:-\d{1,3}){2,5}$|^\d{4,10}(?:[ ,]+\d{4,10})+$")
 
 
 def is_seed_phrase(words: list[str]) -> bool:

@@ -17,10 +17,11 @@ import json
 import re
 import urllib.parse
 from collections.abc import Callable, Iterator
+from itertools import pairwise
 from typing import Any
 
 from memvault.policy.secret_formats import PREFIXES, format_at, prefix_at
-from memvault.policy.secret_values import KNOWN_EXAMPLES, looks_random
+from memvault.policy.secret_values import KNOWN_EXAMPLES, looks_random, wordlike
 
 #: What a text may grow to through its views before it is no longer unwrapped.
 MAX_VIEW_CHARS = 200_000
@@ -66,6 +67,10 @@ def _number(value: float) -> str:
     return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
 
 
+#: How many numbers a list of bytes holds to be read as one array.
+_BYTES_LENGTHS = (32, 96)
+
+
 def _walk(
     value: Any, path: str, names: tuple[str, ...], out: list[tuple[str, str]], depth: int
 ) -> None:
@@ -85,6 +90,17 @@ def _walk(
             out.append((f"{path} (key)", name))
             _walk(item, f"{path}.{_segment(name, index)}", (*names, name), out, depth + 1)
     elif isinstance(value, list | tuple):
+        if (
+            names
+            and _BYTES_LENGTHS[0] <= len(value) <= _BYTES_LENGTHS[1]
+            and all(
+                isinstance(item, int) and not isinstance(item, bool) and 0 <= item <= 255
+                for item in value
+            )
+        ):
+            # A key as bytes (a Solana key pair is 64): read as the array it is.
+            out.append((path, f"{_label(names)}: {json.dumps(list(value))}"))
+            return
         words = [item for item in value if isinstance(item, str)]
         if names and 2 <= len(words) == len(value) <= 32 and all(len(w) <= 64 for w in words):
             out.append((path, f"{_label(names)}: {' '.join(words)}"))
@@ -249,10 +265,19 @@ def _hex_text(run: str) -> str | None:
     return _printable(bytes.fromhex(run)) if len(run) % 2 == 0 else None
 
 
+def _decode_run(m: re.Match[str], text: str) -> str:
+    """A base64 run decoded, unless it is a part of a JSON Web Token (the token is judged
+    whole: its header decoded next to its signature reads as a made-up value)."""
+    run = m.group()
+    if run.startswith("eyJ") and "." in text[max(0, m.start() - 1) : m.end() + 1]:
+        return run
+    return _decode_b64(run) or run
+
+
 def decoded(text: str) -> str | None:
     """The text with its base64 and hex runs decoded in place, where they decode to text
     (so that "password (base64): SHVudGVy..." reads "password (base64): Hunter..."."""
-    out = _B64_RUN.sub(lambda m: _decode_b64(m.group()) or m.group(), text)
+    out = _B64_RUN.sub(lambda m: _decode_run(m, text), text)
     out = _HEX_RUN.sub(lambda m: _hex_text(m.group(1)) or m.group(), out)
     out = _HEX_PAIRS.sub(
         lambda m: _printable(bytes.fromhex(re.sub(r"[ :,\-]", "", m.group()))) or m.group(), out
@@ -309,6 +334,18 @@ def _decode_line(line: str) -> str:
     return decoded(line) or line
 
 
+_PATH_TEXT = re.compile(r"[\w.\-]+(?:/[\w.\-]+){2,11}")
+
+
+def path_pairs(text: str) -> list[str]:
+    """A key written as a path ("user/phone_unlock_code/280461") as name: value lines,
+    each segment naming the next."""
+    if len(text) > 300 or not _PATH_TEXT.fullmatch(text.strip()):
+        return []
+    segments = text.strip().split("/")
+    return [f"{a}: {b}" for a, b in pairwise(segments)]
+
+
 def unwrapped(text: str) -> list[str]:
     """The text with its escapes undone (percent, backslash, HTML entities, JSON), its
     look-alike letters folded, its broken or spaced-out tokens closed up, and what its
@@ -330,6 +367,7 @@ def unwrapped(text: str) -> list[str]:
             changed += joined_lines(line)
     if _B64_RUN.search(text) or _HEX_RUN.search(text) or _HEX_PAIRS.search(text):
         changed += _per_line(text, _decode_line)
+    changed += path_pairs(text)
     out = ["\n".join(changed)] if changed else []
     found = json_lines(text)
     if found:
@@ -343,7 +381,8 @@ _FRAGMENT = re.compile(r"[A-Za-z0-9_\-+/=.~]+")
 #: What may stand between the pieces of a split token: spaces, line breaks, quotes,
 #: concatenation signs, and short Chinese or Japanese text ("前半段 ..., 后半段 ...").
 _GAP = re.compile(
-    r"(?:\s|[\"'`+|,·\\;:()\[\]]|[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef]){1,16}"
+    r"(?:\s|[\"'`+|,·\\;:()\[\]]|[\u3000-\u303f\u3040-\u30ff\u4e00-\u9fff\uff00-\uffef]"
+    r"|(?i:part|piece|chunk|segment|line)\s*\d{1,2}(?:\s*/\s*\d{1,2})?(?!\w)){1,16}"
 )
 #: Token formats only detect-secrets knows, reassembled here from their pieces too.
 _EXTRA = {
@@ -372,14 +411,21 @@ def split_tokens(text: str) -> Iterator[str]:
         tried += 1
         if tried > 16:
             return
-        candidate, pos = "", start
+        candidate, pos, words = "", start, 0
         for pieces in range(1, 17):
             fragment = _FRAGMENT.match(text, pos)
             if not fragment:
                 break
             if pieces == 1 and _whole(fragment.group()):
                 break  # a token in one piece: the formats judged it already
-            candidate += fragment.group()
+            if pieces > 1 and _a_word(fragment.group()):
+                # "glpat- followed by 8_fgTp73WW and then ...": words between pieces are
+                # skipped, a few of them; "sk-ant-api03- followed by a long string" is prose.
+                words += 1
+                if words > 4:
+                    break
+            else:
+                candidate += fragment.group()
             if pieces >= 2:
                 found = _reassembled(candidate)
                 if found:
@@ -389,6 +435,11 @@ def split_tokens(text: str) -> Iterator[str]:
             if not gap:
                 break
             pos = gap.end()
+
+
+def _a_word(fragment: str) -> bool:
+    """A word of prose rather than a piece of a token."""
+    return fragment.isalpha() and fragment.islower() and wordlike(fragment) >= 0.7
 
 
 def _whole(fragment: str) -> bool:

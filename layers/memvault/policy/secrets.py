@@ -28,6 +28,7 @@ from functools import lru_cache
 from typing import Any
 
 from memvault.errors import SecretDetected
+from memvault.policy.secret_context import context_secrets
 from memvault.policy.secret_patterns import matches, normalise
 from memvault.policy.secret_values import is_documentation_example, is_mask
 from memvault.policy.secret_views import MAX_VIEW_CHARS, split_tokens, structured, unwrapped
@@ -178,11 +179,18 @@ def _types_in(line: str) -> Iterator[str]:
         yield secret_type
 
 
-_JWT, _AWS_KEY_ID = "JSON Web Token", "AWS Access Key"
+_JWT, _AWS_KEY_ID, _PRIVATE_KEY = "JSON Web Token", "AWS Access Key", "Private Key"
 _JWT_EXAMPLES = ("john doe", "jane doe", "1234567890", "jwt.io", "example")
 
 
-def _is_example(secret_type: str, value: str | None) -> bool:
+#: Words that say a text shows documentation's example, not anyone's credential.
+_DOCUMENTED = re.compile(
+    r"(?i)\b(?:docs?|documentation|documented|example|examples|sample|samples|placeholder"
+    r"|tutorial|illustrat\w*|demo|published)\b|示例|演示|文档|样例|例子|范例|示范"
+)
+
+
+def _is_example(secret_type: str, value: str | None, line: str = "") -> bool:
     """A plugin's finding that documentation shows: a mask, an ``...EXAMPLE`` key, the
     jwt.io sample token (its payload names John Doe or subject 1234567890)."""
     if not value:
@@ -200,7 +208,11 @@ def _is_example(secret_type: str, value: str | None) -> bool:
         # AWS's own example key id (``AKIAIOSFODNN7EXAMPLE``) stays refused: a key id is
         # an identifier rather than the secret, clients and tests use that one as the
         # credential a write must never store, and the secret key beside it in the same
-        # documentation is recognised as an example.
+        # documentation is recognised as an example. A text that itself says the key is
+        # documentation's example ("the example key from the AWS docs") is taken at its
+        # word.
+        if "EXAMPLE" in value and _DOCUMENTED.search(line.replace(value, " ")):
+            return True
         return is_mask(value)
     return is_documentation_example(value)
 
@@ -226,29 +238,55 @@ def _whole_token(line: str, value: str | None) -> str | None:
 
 def _line_types(line: str) -> Iterator[str]:
     for secret_type, value in _plugin_secrets(line):
-        if not _is_example(secret_type, _whole_token(line, value)):
+        if not _is_example(secret_type, _whole_token(line, value), line):
             yield secret_type
     yield from matches(line)
 
 
-def _scan(text: str, depth: int, budget: list[int]) -> Iterator[str]:
+_PEM_BLOCK = re.compile(
+    r"-----BEGIN (?P<kind>[A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?)-----(?P<body>.{0,8000}?)"
+    r"-----END (?P=kind)-----",
+    re.DOTALL,
+)
+_PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
+
+
+def _pem_templates(text: str) -> bool:
+    """Whether every private key block of a text is a template: its body holds no base64
+    (``...paste your key here...``)."""
+    if "PRIVATE KEY" not in text:
+        return False
+    blocks = list(_PEM_BLOCK.finditer(text))
+    if not blocks or text.count("-----BEGIN") != len(blocks):
+        return False
+    return not any(_PEM_BODY.search(block.group("body")) for block in blocks)
+
+
+def _scan(text: str, depth: int, budget: list[int], template: bool = False) -> Iterator[str]:
     """The secret types in a text, its views included (until one is found)."""
     clean = normalise(text)
     found = False
+    template = template or _pem_templates(clean)
     for line in clean.splitlines() or [clean]:
         for secret_type in _line_types(line):
+            if template and secret_type == _PRIVATE_KEY:
+                continue
             found = True
             yield secret_type
     for secret_type in split_tokens(clean):
         found = True
         yield secret_type
+    if not found and depth == 0:
+        for secret_type in context_secrets(clean):
+            found = True
+            yield secret_type
     if found or depth >= _MAX_DEPTH or len(clean) > MAX_VIEW_CHARS:
         return
     for view in unwrapped(clean):
         if budget[0] <= 0:
             return
         budget[0] -= 1
-        for secret_type in _scan(view, depth + 1, budget):
+        for secret_type in _scan(view, depth + 1, budget, template):
             found = True
             yield secret_type
         if found:

@@ -1,0 +1,424 @@
+"""Secrets judged in the context of the text around them.
+
+The pattern rules (``secret_patterns``) read a name and the value that follows it. What
+they cannot read is found here, on a whole text at a time:
+
+* a value that had to be *derived* first (decoded from base64, hex or ``\\u`` escapes,
+  closed up from ``t.e.a.p.o.t``, read backwards when the text says so, Chinese numerals
+  read as digits, or put together from labelled halves), judged against the secret's name
+  anywhere in its line;
+* a random token in a line that names a secret (entropy in context), unless the line
+  says the token is a hash, a commit, a fingerprint or an id;
+* wallet keys: 64 hex digits beside a wallet's or a private key's name, 64-byte arrays
+  (Solana key pairs), seed phrases of 12 to 24 words, labelled or not, numbered or not;
+* credentials in URL query parameters (``?key=...``, ``&appid=...``).
+
+Every derivation is bounded (lengths, counts), so a long text costs a few linear scans.
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import re
+from collections.abc import Iterator
+
+from memvault.policy.secret_values import (
+    Kind,
+    is_documentation_example,
+    is_placeholder,
+    looks_random,
+    looks_secret,
+    name_kind,
+    wordlike,
+)
+
+__all__ = ["context_secrets"]
+
+#: Texts longer than this are judged by the pattern rules only.
+MAX_CONTEXT_CHARS = 20_000
+_MAX_CANDIDATES = 24
+
+# --- names in a line ----------------------------------------------------------------------
+
+_NAME = re.compile(
+    r"(?<![a-z0-9_.\-])[a-z0-9_.\-]{0,40}?(?:pass(?:word|wd|phrase|code)?|pwd|pw|secret|token|key|credentials?|pin"
+    r"|puk|psk|seed|mnemonic|combination|combo|code|answer|appid)s?[a-z0-9_\-]*"
+)
+_ZH_NAME = re.compile(
+    r"[\u4e00-\u9fff]{0,6}?(?:密码|口令|暗号|密钥|秘钥|私钥|令牌|授权码|助记词|密保|撤防码|解锁码|门禁码"
+    r"|恢复码|备用码|安全码|通行码)"
+)
+_WORD_BEFORE = re.compile(r"([a-z][a-z0-9]*)[\s_.\-]*$")
+_STRENGTH = {Kind.PIN: 1, Kind.PASSWORD: 2, Kind.PHRASE: 2, Kind.TOKEN: 3}
+
+
+def _names(line: str) -> list[Kind]:
+    """The kinds of secret the names in a line call for (weak names left out)."""
+    low = line.lower()
+    kinds: list[Kind] = []
+    for m in _NAME.finditer(low):
+        word = m.group().strip("_.-")
+        before = _WORD_BEFORE.search(low[max(0, m.start() - 24) : m.start()])
+        kind = name_kind(f"{before.group(1)} {word}" if before else word)
+        if kind is not None:
+            kinds.append(kind)
+    if not line.isascii():
+        for m in _ZH_NAME.finditer(line):
+            kind = name_kind(m.group())
+            if kind is not None and kind is not Kind.WEAK:
+                kinds.append(kind)
+    return kinds
+
+
+#: A sentence that offers a value as a bad example or a rule, not as anyone's secret.
+_GENERIC = re.compile(
+    r"(?i)\b(?:e\.g\.|for example|for instance|such as|like|never use|avoid|don't use"
+    r"|do not use|example|sample|placeholder|format|looks like|pattern)\b"
+    r"|例如|比如|示例|格式|不要用"
+)
+
+
+def _judge(value: str, kinds: list[Kind]) -> bool:
+    value = value.strip()
+    if not value or len(value) > 200 or "\n" in value:
+        return False
+    if ":" in value and _user_password(value):
+        return True
+    if Kind.WEAK in kinds and _strong(value):
+        return True  # "key for the backup drive (hex): ...": a strong value, derived
+    return any(
+        looks_secret(value, prose=False, kind=kind) for kind in kinds if kind is not Kind.WEAK
+    )
+
+
+def _user_password(value: str) -> bool:
+    """``user:password`` (what HTTP Basic credentials decode to)."""
+    user, _, password = value.partition(":")
+    if not re.fullmatch(r"[\w.@+\-]{1,40}", user) or not password or password == user:
+        return False
+    if " " in password or is_placeholder(password):
+        return False
+    return looks_secret(password, prose=False) and any(not c.isalpha() for c in password)
+
+
+# --- derived values -----------------------------------------------------------------------
+
+_B64 = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{8,400}={0,2}(?![A-Za-z0-9+/=_\-])")
+_B64_LONG = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{12,400}={0,2}(?![A-Za-z0-9+/=_\-])")
+_HEX = re.compile(r"(?<![0-9A-Za-z])(?:0x)?((?:[0-9A-Fa-f]{2}){4,200})(?![0-9A-Za-z])")
+_ESCAPES = re.compile(r"(?:\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}){4,200}")
+_PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~!*'()\-]){4,200}")
+_SEPARATED = re.compile(r"(?<!\S)(?:[^\s][.·|,*/_ ]){3,60}[^\s](?!\S)")
+_CN_DIGITS = re.compile(r"[零〇一二三四五六七八九两]{4,12}")
+_CN_DIGIT_MAP = str.maketrans("零〇一二三四五六七八九两", "001234567892")
+_BACKWARDS = re.compile(r"(?i)backwards?|reversed?|in reverse|倒过来|倒着|反过来|反着|倒序")
+_TOKEN = re.compile(r"[^\s\"'`()\[\]{}<>,;]{6,80}")
+
+
+def _printable(raw: bytes) -> str | None:
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    if len(text) < 4 or not all(c.isprintable() for c in text):
+        return None
+    return text
+
+
+def _b64(run: str) -> str | None:
+    if run.isdigit() or re.fullmatch(r"[0-9a-fA-F]+", run) or run.isalpha():
+        return None
+    body = run.rstrip("=")
+    body += "=" * (-len(body) % 4)
+    for alt in (b"+/", b"-_"):
+        try:
+            found = _printable(base64.b64decode(body, altchars=alt, validate=True))
+        except (binascii.Error, ValueError):
+            continue
+        if found is not None:
+            return found
+    return None
+
+
+def _collapse(m: re.Match[str]) -> str | None:
+    """``t.e.a.p.o.t.-.9.9`` closed up: every other character one same separator."""
+    run = m.group()
+    seps = set(run[1::2])
+    return run[::2] if len(seps) == 1 else None
+
+
+def _derived(line: str, backwards: bool) -> Iterator[str]:
+    for m in _B64.finditer(line):
+        found = _b64(m.group())
+        if found is not None and found[:1] not in "{[":
+            yield found
+    for m in _HEX.finditer(line):
+        found = _printable(bytes.fromhex(m.group(1)))
+        if found is not None:
+            yield found
+    if "\\" in line:
+        for m in _ESCAPES.finditer(line):
+            yield m.group().encode("ascii").decode("unicode_escape")
+    if "%" in line:
+        from urllib.parse import unquote
+
+        for m in _PERCENT.finditer(line):
+            if m.group().count("%") >= 2:
+                yield unquote(m.group())
+    for m in _SEPARATED.finditer(line):
+        closed = _collapse(m)
+        if closed is not None:
+            yield closed
+    if not line.isascii():
+        for m in _CN_DIGITS.finditer(line):
+            yield m.group().translate(_CN_DIGIT_MAP)
+    if backwards:
+        for m in _TOKEN.finditer(line):
+            yield m.group()[::-1]
+    for m in _QUOTED.finditer(line):
+        if _strong(m.group("v")):
+            yield m.group("v")
+
+
+#: A value in quotes or brackets, however many: "「『Pg#Zh!2024db』」 ... 数据库密码".
+_QUOTED = re.compile(
+    r"[\"'`\u201c\u2018\u300c\u300e\u00ab(\[]+(?P<v>[^\s\"'`\u201d\u2019\u300d\u300f\u00bb)\]]{8,64})"
+    r"[\"'`\u201d\u2019\u300d\u300f\u00bb)\]]"
+)
+
+
+def _strong(value: str) -> bool:
+    """Letters, digits and symbols mixed: a password, not a word or a path."""
+    return (
+        any(c.isalpha() for c in value)
+        and any(c.isdigit() for c in value)
+        and any(not c.isalnum() for c in value)
+        and not _wordy(value)
+        and not any("\u4e00" <= c <= "\u9fff" for c in value)
+    )
+
+
+#: Labelled pieces of one secret: "first half: Kq7#m", "后半段 Lz2!pX", "part 2/3: ...".
+_PIECE = re.compile(
+    r"(?i)(?:(?:first|second|third|fourth|last|other)\s+(?:half|part|piece|bit)|part\s*\d(?:/\d)?"
+    r"|piece\s*\d|前半段?|后半段?|前半部分|后半部分|上半段?|下半段?|第[一二三四1-4]段|第[一二三四1-4]部分)"
+    r"\s*[:=]?\s*[\"'\u201c\u300c]?(?P<v>[^\s\"'\u201d\u300d,;]{2,40})"
+)
+
+
+_PIECE_WORDS = ("half", "part", "piece", "半", "段", "部分")
+
+
+def _pieces(text: str) -> str | None:
+    low = text.lower()
+    if not any(word in low for word in _PIECE_WORDS):
+        return None
+    found = [m.group("v") for m in _PIECE.finditer(text)]
+    return "".join(found) if 2 <= len(found) <= 6 else None
+
+
+# --- wallets and seed phrases ---------------------------------------------------------------
+
+_HEX_KEY = re.compile(r"(?<![0-9A-Za-z])(?:0x)?([0-9a-fA-F]{64})(?![0-9A-Za-z])")
+_WALLET = re.compile(
+    r"(?i)wallet|private|priv|secret|metamask|phantom|keystore|signer|ledger|trezor|keypair"
+    r"|(?<![a-z])pk(?![a-z])|eth|私钥|钱包|密钥"
+)
+_NOT_A_KEY = re.compile(
+    r"(?i)(?<![a-z])(?:tx|txid|txn|transaction|hash|digest|sha\d*|checksum|commit|block"
+    r"|merkle|fingerprint|public|pubkey|address|contract|nonce|salt|id)(?![a-z])"
+    r"|交易|哈希|摘要|校验|公钥|地址|区块|提交"
+)
+_BYTE_ARRAY = re.compile(r"\[\s*(?:\d{1,3}\s*,\s*){63}\d{1,3}\s*\]")
+_SEED_CONTEXT = re.compile(
+    r"(?i)seed|mnemonic|recovery (?:phrase|words)|backup (?:phrase|words)|secret phrase"
+    r"|\b(?:12|24|twelve|twenty-four)[ -]words?|ledger|trezor|metamask|助记词|恢复短语"
+    r"|种子|钱包"
+)
+_SEED_SPLIT = re.compile(r"[\s,、;:()]+")
+_NUMBERING = re.compile(r"^\d{1,2}[.):]?")
+_SEED_WORD = re.compile(r"[a-z]{3,8}")
+_STOP = frozenset(
+    {
+        *("the", "and", "for", "are", "but", "not", "you", "all", "any", "can", "had", "her"),
+        *("was", "one", "our", "out", "has", "him", "his", "how", "its", "may", "new", "now"),
+        *("see", "two", "who", "did", "get", "let", "put", "say", "she", "too", "use", "that"),
+        *("with", "have", "this", "will", "your", "from", "they", "been", "were", "what"),
+        *("when", "there", "their", "which", "would", "about", "could", "into", "than"),
+        *("then", "them", "these", "those", "some", "here", "only", "also", "just", "very"),
+    }
+)
+
+
+def _seed_runs(text: str) -> Iterator[tuple[int, bool]]:
+    """Runs of seed-shaped words: (length, whether only spaces or numbers separate them)."""
+    run, plain = 0, True
+    for raw in re.finditer(r"\S+", text):
+        token = raw.group()
+        if token.endswith((":", "=")) and token[:-1].isalpha():
+            if run:
+                yield run, plain
+            run, plain = 0, True
+            continue  # "phrase:": a label, not a word of the phrase
+        pieces = [p for p in _SEED_SPLIT.split(token) if p]
+        if len(pieces) > 1 or (pieces and pieces[0] != token):
+            plain = plain and bool(re.fullmatch(r"\d{1,2}[.):]?[a-z]+|\d{1,2}[.):]", token))
+        for piece in pieces or [token]:
+            word = _NUMBERING.sub("", piece)
+            if not word:
+                continue  # "1." alone
+            if _SEED_WORD.fullmatch(word) and word not in _STOP:
+                run += 1
+                continue
+            if run:
+                yield run, plain
+            run, plain = 0, True
+    if run:
+        yield run, plain
+
+
+_LABEL = re.compile(r"^\s*[A-Za-z][\w .\-]{0,30}:\s*")
+
+
+def _seed_phrase(text: str) -> bool:
+    """12 to 24 seed-shaped words: anywhere in a text that speaks of a seed or a wallet;
+    otherwise only a line that is nothing else (after a label), 12, 15, 18, 21 or 24 of
+    them, numbered or not."""
+    context = _SEED_CONTEXT.search(text)
+    if context:
+        near = text[context.start() : context.start() + 800]
+        return any(12 <= count <= 25 for count, _ in _seed_runs(near))
+    for line in text.split("\n"):
+        body = _LABEL.sub("", line, count=1)
+        tokens = body.split()
+        if len(tokens) not in (12, 15, 18, 21, 24):
+            continue
+        words = [_NUMBERING.sub("", t) for t in tokens]
+        if all(_SEED_WORD.fullmatch(w) and w not in _STOP for w in words):
+            return True
+    return False
+
+
+def _words_distinct(text: str) -> bool:
+    words = re.findall(r"[a-z]{3,8}", text)
+    return len(set(words)) >= 0.75 * len(words)
+
+
+# --- query parameters and entropy in context ------------------------------------------------
+
+_QUERY = re.compile(r"[?&;](?P<k>[A-Za-z][\w.\-]{0,30})=(?P<v>[^&#\s\"'<>]{8,300})")
+_QUERY_KEYS = frozenset({"key", "appid", "app_key", "appkey", "sig", "signature", "auth", "k"})
+_UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+_RANDOM = re.compile(r"[A-Za-z0-9+/_\-]{20,200}={0,2}")
+_HEX_TOKEN = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{32,64}(?![0-9A-Za-z])")
+
+
+def _query_secret(line: str) -> bool:
+    for m in _QUERY.finditer(line):
+        name, value = m.group("k"), m.group("v")
+        kind = name_kind(name)
+        if kind is None and name.lower() not in _QUERY_KEYS:
+            continue
+        if is_documentation_example(value):
+            continue
+        if _UUID.fullmatch(value) or looks_random(value) or _HEX_TOKEN.fullmatch(value):
+            return True
+        if kind not in (None, Kind.WEAK) and looks_secret(value, prose=False, kind=kind):
+            return True
+    return False
+
+
+def _wordy(token: str) -> bool:
+    """Words and short parts joined by punctuation: a path, a name, not a key."""
+    pieces = [p for p in re.split(r"[/_\-.+:]", token) if p]
+    if len(pieces) < 2:
+        return False
+    return all(len(p) <= 6 or p.isdigit() or (p.isalpha() and wordlike(p) >= 0.6) for p in pieces)
+
+
+def _random_near_name(line: str, kinds: list[Kind]) -> bool:
+    """A random token in a line that names a key, token or password, unless the line
+    says the token is a hash, a commit, an address or an id."""
+    if not any(k in (Kind.TOKEN, Kind.PASSWORD) for k in kinds) or _NOT_A_KEY.search(line):
+        return False
+    if _GENERIC.search(line):
+        return False
+    for m in _RANDOM.finditer(line):
+        token = m.group()
+        if is_documentation_example(token) or _UUID.fullmatch(token) or _wordy(token):
+            continue
+        start = line.rfind(" ", 0, m.start()) + 1
+        if "://" in line[start : m.end()] or line.startswith("arn:", start):
+            continue  # a link or a resource name
+        if looks_random(token, min_length=20) or _HEX_TOKEN.fullmatch(token):
+            return True
+    return False
+
+
+def _basic_pair(line: str) -> bool:
+    """A base64 run that decodes to ``user:password``."""
+    for m in _B64_LONG.finditer(line):
+        found = _b64(m.group())
+        if found is not None and ":" in found and _user_password(found):
+            return True
+    return False
+
+
+# --- the whole text ------------------------------------------------------------------------
+
+
+def context_secrets(text: str) -> Iterator[str]:
+    """The secret types found in a normalised text by its context."""
+    if len(text) > MAX_CONTEXT_CHARS:
+        return
+    if _BYTE_ARRAY.search(text):
+        for m in _BYTE_ARRAY.finditer(text):
+            numbers = [int(n) for n in re.findall(r"\d+", m.group())]
+            if all(n <= 255 for n in numbers) and len(set(numbers)) >= 32:
+                yield "Solana Private Key"
+                return
+    if _seed_phrase(text) and _words_distinct(text):
+        yield "Seed Phrase"
+        return
+    backwards = bool(_BACKWARDS.search(text))
+    lines = text.split("\n")
+    tried = 0
+    for line in lines:
+        if not line.strip():
+            continue
+        if "=" in line and _query_secret(line):
+            yield "Secret In URL"
+            return
+        if _basic_pair(line):
+            yield "Basic Auth Credentials"
+            return
+        hex_key = _HEX_KEY.search(line)
+        if (
+            hex_key
+            and _WALLET.search(line)
+            and not _NOT_A_KEY.search(line)
+            and looks_random(hex_key.group(1), min_length=32)
+        ):
+            yield "Wallet Private Key"
+            return
+        kinds = _names(line)
+        if not kinds:
+            continue
+        if _random_near_name(line, kinds):
+            yield "Secret In Context"
+            return
+        if _GENERIC.search(line):
+            continue
+        for value in _derived(line, backwards):
+            tried += 1
+            if tried > _MAX_CANDIDATES:
+                return
+            if _judge(value, kinds):
+                yield "Secret In Context"
+                return
+    joined = _pieces(text)
+    if joined is not None:
+        text_kinds = [k for line in lines for k in _names(line)]
+        if text_kinds and _judge(joined, text_kinds):
+            yield "Secret In Context"
