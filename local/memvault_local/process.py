@@ -88,6 +88,9 @@ def start_stack(
             "MEMVAULT_HOME": str(home),
             "MEMVAULT_PORT": str(port or free_port()),
             "PYTHONUNBUFFERED": "1",
+            # The banner goes to a pipe here; its token and console key are what the
+            # harness reads (tests, benchmarks).
+            "MEMVAULT_SHOW_CREDENTIALS": "1",
         }
     )
     env.update(extra_env)

@@ -269,16 +269,30 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     # Threads: requests are served concurrently; the store's transactions keep them apart.
     api = make_server(options.host, options.port, app, threaded=True, request_handler=_QuietHandler)
     (home / "run.json").write_text(json.dumps({"pid": os.getpid(), "url": url}))
-    token = key.mint(tenant=LOCAL_TENANT, subject=LOCAL_SUBJECT)
+    # A token and the console's key are printed only to a terminal (or when asked): output
+    # sent to a file or a log collector would keep them past the person who reads them.
+    shown = _credentials_shown(out)
+    if sign_in_key is not None and not shown:
+        _write_private(home / "console-sign-in-key", sign_in_key)
+    if shown:
+        token = key.mint(tenant=LOCAL_TENANT, subject=LOCAL_SUBJECT)
+        try_it = (
+            f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', "
+            f"valid 1 hour:\n\n{curl_example(url, token)}\n\n"
+        )
+    else:
+        try_it = (
+            "Try it: no token is printed here, as this output is not a terminal (set "
+            "MEMVAULT_SHOW_CREDENTIALS=1 to print one); mint one with the command below.\n\n"
+        )
     out.write(
         f"memvault {__version__}: local stack\n"
         f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
         f"  store                    {local.backend}\n"
         f"  recall                   {_search_line(local.settings)}\n"
         f"  dev signing key          {key.path}\n"
-        f"  console                  {_console_line(url, sign_in_key)}\n\n"
-        f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', valid 1 hour:\n\n"
-        f"{curl_example(url, token)}\n\n"
+        f"  console                  {_console_line(url, sign_in_key, shown, home)}\n\n"
+        f"{try_it}"
         f"More tokens: memvault dev-token --tenant {LOCAL_TENANT} --subject {LOCAL_SUBJECT}\n"
         "Ctrl-C stops everything.\n"
     )
@@ -302,6 +316,7 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         local.close()
         deps.use(None)
         (home / "run.json").unlink(missing_ok=True)
+        (home / "console-sign-in-key").unlink(missing_ok=True)
     out.write("memvault stopped.\n")
     out.flush()
     return 0
@@ -311,9 +326,29 @@ def _is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def _console_line(url: str, sign_in_key: str | None) -> str:
+def _credentials_shown(out: IO[str]) -> bool:
+    """Whether the banner may print a token and the console's key: to a terminal, or when
+    ``MEMVAULT_SHOW_CREDENTIALS=1`` asks for it (a harness that reads the banner)."""
+    if os.environ.get("MEMVAULT_SHOW_CREDENTIALS") == "1":
+        return True
+    isatty = getattr(out, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by its owner only (created so, never widened after)."""
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+
+
+def _console_line(url: str, sign_in_key: str | None, shown: bool, home: Path) -> str:
     if sign_in_key is None:
         return f"{url}/console/   (sign in with a token: the dev sign-in is loopback only)"
+    if not shown:
+        key_file = home / "console-sign-in-key"
+        return f"{url}/console/#key=<the key in {key_file}>"
     # The key rides in the fragment, which browsers never send to a server.
     return f"{url}/console/#key={sign_in_key}"
 

@@ -355,3 +355,24 @@ def test_the_stack_can_use_another_dynamodb_endpoint(tmp_path: Path) -> None:
         process.send_signal(signal.SIGINT)
         process.wait(timeout=30)
         other.stop()
+
+
+def test_a_banner_sent_to_a_pipe_prints_no_token_nor_console_key(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    """A probe found a one-hour token and the console's sign-in key in a log file the
+    banner had been redirected to. Away from a terminal, neither is printed: the key is
+    in a file of the home only its owner reads, and tokens come from `memvault dev-token`."""
+    home = tmp_path_factory.mktemp("memvault-quiet-home")
+    quiet = start_stack(home, MEMVAULT_SHOW_CREDENTIALS="0")
+    try:
+        key_file = home / "console-sign-in-key"
+        key = key_file.read_text().strip()
+        assert len(key) >= 24 and key not in quiet.banner
+        assert key_file.stat().st_mode & 0o777 == 0o600
+        assert "Bearer" not in quiet.banner and "eyJ" not in quiet.banner
+        assert str(key_file) in quiet.banner and "memvault dev-token" in quiet.banner
+        quiet.interrupt()  # a clean stop (Ctrl-C) removes the key's file
+    finally:
+        quiet.stop()
+    assert not key_file.exists()
