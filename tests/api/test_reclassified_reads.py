@@ -119,7 +119,7 @@ RECLASSIFICATIONS = {
     ),
     "everyone to one role": (
         {"visibility": ["support"]},
-        [claims(agent_role="planner"), claims(), owner()],
+        [claims(agent_role="planner"), claims(agent_role="coder", max_sensitivity="pii")],
         claims(agent_role="support"),
     ),
 }
@@ -172,7 +172,7 @@ LOWERED = {
     ),
     "one role to everyone": (
         {"content": f"the {OLD_CANARY} account is on hold", "visibility": ["planner"]},
-        claims(agent_role="planner"),
+        claims(),  # the user: an agent may not widen who reads a memory
         {"content": "the account is open", "visibility": []},
         claims(agent_role="support"),
     ),
@@ -338,7 +338,7 @@ def test_an_agent_may_not_lower_a_memory_or_widen_who_reads_it(rig: RecallRig, c
     """An agent that may read a memory must not decide who else reads it: lowering the
     sensitivity or widening the visibility is the user's or a reviewer's call (the new
     version would keep the user's provenance, and lower agents would read it). Raising or
-    narrowing stays open to the agent; the user may lower the sensitivity."""
+    narrowing stays open to the agent; the user may widen."""
     written, widening = WIDENINGS[case]
     memory = write(owner(), f"{CANARY} badge number 4471", **written)
     agent = claims(agent_role="planner", max_sensitivity="pii")
@@ -349,8 +349,7 @@ def test_an_agent_may_not_lower_a_memory_or_widen_who_reads_it(rig: RecallRig, c
     assert CANARY not in text(answer)
     lower = claims(agent_role="coder", max_sensitivity="public")
     refused(call("GET", f"{MEMORIES}/{memory['memory_id']}", lower), 404, "not_found")
-    if "sensitivity" in widening:  # the user may lower it (role lists hide it from the user)
-        assert patch(owner(), memory["memory_id"], **widening)["version"] == 2
+    assert patch(owner(), memory["memory_id"], **widening)["version"] == 2
 
 
 def test_an_agent_may_raise_a_memory_or_narrow_who_reads_it(rig: RecallRig) -> None:

@@ -91,10 +91,12 @@ def test_hard_filters_hold_inside_the_search(rig: RecallRig) -> None:
     scoped = write(rig, "invoice cache settings for workspace w1", scope={"workspace": "w1"})
     rig.sync()
 
-    plain = ids(recall(rig, "invoice cache"))
+    plain = ids(recall(rig, "invoice cache", agent_role="planner"))
     assert mine.memory_id in plain
     assert oncall.memory_id not in plain and pii.memory_id not in plain
     assert len(plain) == len(set(plain)) == 2  # no other subject's or tenant's copy
+    # A visibility list restricts agents: a person (no agent role) reads it.
+    assert oncall.memory_id in ids(recall(rig, "invoice cache"))
 
     assert oncall.memory_id in ids(recall(rig, "invoice cache", agent_role="oncall"))
     assert pii.memory_id in ids(recall(rig, "invoice cache", max_sensitivity=Sensitivity.PII))

@@ -145,7 +145,13 @@ SCOPE_SETS = (
     *(FULL - {s} for s in sorted(FULL)),
     frozenset({"memory:read"}),
 )
-SECRET = "-----BEGIN RSA PRIVATE KEY----- kept here"
+#: A private key with a body (a bare PEM header holds no key: the detector reads it as
+#: documentation).
+SECRET = (
+    "-----BEGIN RSA PRIVATE KEY-----\n"
+    "MIIEpQIBAAKCAQEAz8Jq3vR0x9YbT2kLmW4pN7sUe1HfGa5cQdV6rXy0iBoK3tZj\n"
+    "-----END RSA PRIVATE KEY----- kept here"
+)
 EMBEDDER = HashingEmbedder()
 
 #: Counts across every example of the run (the reliability row's figures).
@@ -207,7 +213,7 @@ class Caller:
     def may_read(self, sensitivity: Sensitivity, visibility: tuple[str, ...] = ()) -> bool:
         if sensitivity.rank > self.ceiling.rank:
             return False
-        return not visibility or (self.role is not None and self.role in visibility)
+        return not visibility or self.role is None or self.role in visibility
 
 
 callers = st.builds(
@@ -1688,11 +1694,14 @@ class Governance(RuleBasedStateMachine):
             body = {"expected_version": head.version + 1, "ttl_seconds": TTLS[1]}
             attacks.append(("a stale correction", reader, "PATCH", path, body, 409))
             if c.key is not None and (head.sensitivity is Sensitivity.PII or head.visibility):
-                low = (
-                    replace(reader, ceiling=Sensitivity.INTERNAL)
-                    if head.sensitivity is Sensitivity.PII
-                    else replace(reader, role=None)
-                )
+                # Below its ceiling, or an agent role outside its list (a person reads it).
+                outside = [r for r in ROLES if r not in head.visibility]
+                if head.sensitivity is Sensitivity.PII:
+                    low = replace(reader, ceiling=Sensitivity.INTERNAL)
+                elif outside:
+                    low = replace(reader, role=outside[0])
+                else:
+                    continue
                 n = self.next()
                 body = self.memory_body(
                     n, f"req-{letters(n)}", c.key, LEVELS[0], (), TTLS[1], "tool_result", "plain"

@@ -73,4 +73,7 @@ class AccessContext(BaseModel):
     def may_read(self, sensitivity: Sensitivity, visibility: list[str]) -> bool:
         if sensitivity.rank > self.max_sensitivity.rank:
             return False
-        return not visibility or (self.agent_role is not None and self.agent_role in visibility)
+        # A visibility list names the agent roles that may read: it restricts agents. A
+        # person (the subject's own token, a reviewer: no agent role) reads it, so that no
+        # agent can hide a user's fact from the user by narrowing it to some role.
+        return not visibility or self.agent_role is None or self.agent_role in visibility

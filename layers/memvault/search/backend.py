@@ -54,8 +54,10 @@ class SearchFilter:
             return False
         if doc["sensitivity_rank"] > self.max_sensitivity_rank:
             return False
-        if not doc["visible_to_all"] and (
-            self.agent_role is None or self.agent_role not in doc["visibility"]
+        if (
+            not doc["visible_to_all"]
+            and self.agent_role is not None
+            and self.agent_role not in doc["visibility"]
         ):
             return False
         if self.kinds and doc["kind"] not in self.kinds:

@@ -223,10 +223,11 @@ class _Subject:
         mask &= self.rank <= flt.max_sensitivity_rank
         if flt.kinds:
             mask &= np.isin(self.kind, self.kinds.known(flt.kinds))
-        restricted = np.flatnonzero(mask & ~self.visible_to_all)
-        for at in restricted.tolist():
-            if flt.agent_role is None or flt.agent_role not in self.visibility[at]:
-                mask[at] = False
+        # A visibility list restricts agents only (``AccessContext.may_read``).
+        if flt.agent_role is not None:
+            for at in np.flatnonzero(mask & ~self.visible_to_all).tolist():
+                if flt.agent_role not in self.visibility[at]:
+                    mask[at] = False
         wanted_tags, wanted_scope = frozenset(flt.tags), frozenset(flt.scope_pairs())
         if wanted_tags or wanted_scope:
             for at in np.flatnonzero(mask).tolist():

@@ -111,10 +111,10 @@ def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
         {"range": {"expires_at": {"gt": flt.now}}},
         {"range": {"sensitivity_rank": {"lte": flt.max_sensitivity_rank}}},
     ]
-    visible: list[dict[str, Any]] = [{"term": {"visible_to_all": True}}]
+    # A visibility list restricts agents only (``AccessContext.may_read``).
     if flt.agent_role is not None:
-        visible.append({"term": {"visibility": flt.agent_role}})
-    clauses.append({"bool": {"should": visible, "minimum_should_match": 1}})
+        visible = [{"term": {"visible_to_all": True}}, {"term": {"visibility": flt.agent_role}}]
+        clauses.append({"bool": {"should": visible, "minimum_should_match": 1}})
     if flt.kinds:
         clauses.append({"terms": {"kind": list(flt.kinds)}})
     clauses += [{"term": {"tags": t}} for t in flt.tags]
