@@ -197,6 +197,7 @@ NO_VISIBILITY = NotApplicable("sessions, runs and artifacts carry no visibility 
 #: Run ids are unique per subject: another subject's token means its own (absent) run, 404,
 #: or, naming the owner in the query parameter ``subject_id``, is refused, 403.
 OTHER_SUBJECTS_RUN = deny(403, 404)
+REPLAY_REFUSED = deny(409, code="idempotency_key_reused")
 JOB = NotApplicable("a deletion job holds ids and statuses, no sensitivity or visibility")
 
 
@@ -370,7 +371,8 @@ PROBES: tuple[Probe, ...] = (
           looks="session"),
     Probe("DELETE", SESSION, "session", 200, (NF, FB, REFUSED, NA_V), looks="session"),
     # runs: a public token sees a run's control state, never its (internal) content
-    Probe("PUT", RUN, "world", 200, (OWN(201), Indistinct(), OWN(200), NA_V),
+    # (a lower token's replay of a create is refused whether or not its payload matches)
+    Probe("PUT", RUN, "world", 200, (OWN(201), Indistinct(), REPLAY_REFUSED, NA_V),
           body=_same_run, looks="run", sees=("run_secret",)),
     Probe("GET", RUN, "world", 200, (NF, OTHER_SUBJECTS_RUN, OWN(200), NA_V),
           sees=("run_secret",)),

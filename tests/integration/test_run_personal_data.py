@@ -293,7 +293,10 @@ def test_operation_event_approval_and_session_ids_holding_personal_data_are_refu
     running(services)
     with pytest.raises(ValidationFailed) as raised:
         services.runs.record_operation(
-            PII_READER, "r-1", f"refund-{ID_SSN}", RecordOperation(status=OperationStatus.PENDING)
+            PII_READER,
+            "r-1",
+            f"refund-{ID_EMAIL}",
+            RecordOperation(status=OperationStatus.PENDING),
         )
     _refused_as_id(raised, "operation_id")
     with pytest.raises(ValidationFailed) as raised:
@@ -419,3 +422,52 @@ def test_a_message_replayed_below_its_ceiling_answers_alike_for_right_and_wrong_
         writer, "u-1", "s-1", AppendMessage.model_validate(message)
     )
     assert appended is False
+
+
+def test_request_ids_holding_personal_data_are_refused_on_every_write(services: Services) -> None:
+    """A probe stored a session message and an artifact under ``request_id`` = an e-mail
+    address; the id was then shown to internal readers of the session."""
+    from tests.support.harness import a_write
+
+    writer = ctx(
+        scopes=frozenset(
+            {Scope.SESSIONS_WRITE, Scope.ARTIFACTS_WRITE, Scope.MEMORY_WRITE, Scope.MEMORY_READ}
+        ),
+        max_sensitivity=Sensitivity.PII,
+    )
+    with pytest.raises(ValidationFailed) as raised:
+        services.sessions.append(
+            writer,
+            "u-1",
+            "s-1",
+            AppendMessage(request_id=ID_EMAIL, role="assistant", content="hi"),  # type: ignore[arg-type]
+        )
+    _refused_as_id(raised, "request_id")
+    data = b"x"
+    start = {
+        "request_id": ID_EMAIL,
+        "media_type": "text/plain",
+        "size_bytes": 1,
+        "sha256": hashlib.sha256(data).hexdigest(),
+    }
+    with pytest.raises(ValidationFailed) as raised:
+        services.artifacts.start(writer, "u-1", StartUpload.model_validate(start))
+    _refused_as_id(raised, "request_id")
+    with pytest.raises(ValidationFailed) as raised:
+        services.memory.write(writer, "u-1", a_write(request_id=ID_EMAIL, consent=True))
+    _refused_as_id(raised, "request_id")
+
+
+def test_a_recalls_run_and_task_ids_hold_no_secret_nor_personal_data(services: Services) -> None:
+    """A probe's recall kept ``run_id`` = a GitHub token and ``task_id`` = a national id in
+    its trace, shown to public readers."""
+    from memvault.errors import SecretDetected
+    from memvault.models.recall import RecallRequest
+
+    reader = ctx(scopes=frozenset({Scope.MEMORY_READ}), max_sensitivity=Sensitivity.PII)
+    token = "ghp_" + "Zq8xR2mV4kT7nB1cW9yL3pD6fH0jS5gA2eU8"
+    with pytest.raises(SecretDetected):
+        services.recall.recall(reader, "u-1", RecallRequest(query="x", run_id=token))
+    with pytest.raises(ValidationFailed) as raised:
+        services.recall.recall(reader, "u-1", RecallRequest(query="x", task_id=f"t-{ID_EMAIL}"))
+    _refused_as_id(raised, "task_id")

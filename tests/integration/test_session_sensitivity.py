@@ -154,3 +154,31 @@ def test_a_token_below_the_session_may_neither_end_it_nor_replace_its_summary(
     assert s.end(PII_READER, "u-1", "s-1") > 0
     with pytest.raises(NotFound):
         s.read(PII_READER, "u-1", "s-1")
+
+
+def test_a_token_may_not_summarize_messages_above_its_ceiling(services: Services) -> None:
+    """A probe: an internal token wrote the first summary of a session over a pii message
+    it could not read (stored as internal, it spoke for that message to internal readers).
+    A summary over only what it may read stays open to it."""
+    s = services.sessions
+    s.append(PII_READER, "u-1", "s-1", _say("m-1", "hello, I need a dentist"))
+    s.append(PII_READER, "u-1", "s-1", _say("m-2", SSN_LINE, consent=True))
+    s.append(PII_READER, "u-1", "s-1", _say("m-3", "somewhere near the station"))
+    for covered in ((1, 2), (2, 3), (1, 3)):
+        with pytest.raises(Forbidden):
+            s.put_summary(
+                INTERNAL_READER,
+                "u-1",
+                "s-1",
+                PutSummary(
+                    content="User needs a dentist", from_seq=covered[0], through_seq=covered[1]
+                ),
+            )
+    assert s.read(PII_READER, "u-1", "s-1").summary is None
+    done = s.put_summary(
+        INTERNAL_READER,
+        "u-1",
+        "s-1",
+        PutSummary(content="needs a dentist", from_seq=1, through_seq=1),
+    )
+    assert done.summary is not None and done.summary.through_seq == 1

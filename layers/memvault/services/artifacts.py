@@ -59,7 +59,7 @@ from memvault.models.memory import (
     Sensitivity,
 )
 from memvault.observability import logger
-from memvault.policy.pii import find_pii
+from memvault.policy.pii import find_pii, refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
@@ -128,6 +128,7 @@ class ArtifactService:
             "the artifact's metadata",
         )
         _check_name(body)
+        refuse_personal_ids([("request_id", body.request_id)], "the artifact")
         max_bytes, media_types = self.settings.artifact_limits(ctx.tenant_id)
         if body.size_bytes > max_bytes:
             raise PayloadTooLarge(

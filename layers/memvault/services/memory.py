@@ -44,6 +44,7 @@ from memvault.models.memory import (
 )
 from memvault.observability import logger
 from memvault.policy import provenance, write_policy
+from memvault.policy.pii import refuse_personal_ids
 from memvault.services.artifacts import readable_artifacts
 from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
 from memvault.storage.ports.artifacts import ArtifactStore
@@ -112,6 +113,7 @@ class MemoryService:
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
         provenance.check_claim(ctx, cmd.source)
+        refuse_personal_ids([("request_id", cmd.request_id)], "the memory")
         # 128 bits tell two payloads apart; the record is an attribute of the version item,
         # whose size is billed by the kilobyte.
         payload_hash = _hash(cmd.fingerprint_payload())[:_PAYLOAD_HASH_HEX]

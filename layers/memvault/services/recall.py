@@ -32,6 +32,8 @@ from memvault.models.recall import (
     RecallResult,
 )
 from memvault.observability import logger
+from memvault.policy.pii import refuse_personal_ids
+from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
@@ -110,6 +112,10 @@ class RecallService:
     ) -> RecallResult:
         ctx.require(Scope.MEMORY_READ)
         ctx.require_subject(subject_id)
+        # The run and task ids are kept in the recall's trace and shown to its readers.
+        named = [("run_id", req.run_id), ("task_id", req.task_id)]
+        refuse_secrets(named, "the recall")
+        refuse_personal_ids(named, "the recall")
         now = self.clock.now()
         flt = SearchFilter(
             tenant_id=ctx.tenant_id,

@@ -146,7 +146,9 @@ class SessionService:
             [("content", msg.content), ("request_id", msg.request_id), ("session_id", session_id)],
             "the message",
         )
-        refuse_personal_ids([("session_id", session_id)], "the message")
+        refuse_personal_ids(
+            [("session_id", session_id), ("request_id", msg.request_id)], "the message"
+        )
         sensitivity = _classify(msg.content, msg.consent, "message")
         for attempt in range(_APPEND_ATTEMPTS):
             if attempt:
@@ -326,6 +328,26 @@ class SessionService:
             hidden += 1
         return hidden
 
+    def _covers_unreadable(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        session_id: str,
+        body: PutSummary,
+        last_seq: int,
+    ) -> bool:
+        """Whether any message the summary covers is above the caller's ceiling (a summary
+        over what its writer may not read would speak for those messages)."""
+        now = self.clock.now()
+        recent = max(1, last_seq - body.from_seq + 1)
+        found = self.store.snapshot(ctx.tenant_id, subject_id, session_id, now=now, recent=recent)
+        if found is None:
+            return False
+        return any(
+            body.from_seq <= m.seq <= body.through_seq and not _readable(ctx, m.sensitivity)
+            for m in found.messages
+        )
+
     # ------------------------------------------------------------------ summary
 
     def put_summary(
@@ -346,6 +368,12 @@ class SessionService:
             raise ValidationFailed(
                 f"the summary must cover messages within 1..{session.message_count}",
                 {"field": "through_seq"},
+            )
+        if self._covers_unreadable(ctx, subject_id, session_id, body, session.message_count):
+            raise Forbidden(
+                "the summary covers messages above this token's max_sensitivity; only a "
+                "token that may read every message it covers may summarize them",
+                {"session_id": session_id},
             )
         refuse_secrets([("content", body.content)], "the summary")
         sensitivity = _classify(body.content, body.consent, "summary")
