@@ -82,7 +82,10 @@ def test_access_context_reads_up_to_its_sensitivity_and_matching_roles() -> None
     assert reader.may_read(Sensitivity.PUBLIC, ["writer"])
     assert not reader.may_read(Sensitivity.PII, [])
     assert not reader.may_read(Sensitivity.INTERNAL, ["payments"])
-    assert not ctx(agent_role=None).may_read(Sensitivity.INTERNAL, ["writer"])
+    # A visibility list restricts agents: a person (no agent role) reads it, within its
+    # ceiling.
+    assert ctx(agent_role=None).may_read(Sensitivity.INTERNAL, ["writer"])
+    assert not ctx(agent_role=None).may_read(Sensitivity.PII, ["writer"])
 
 
 def test_copy_status_speaks_the_contracts_field_name() -> None:
