@@ -137,7 +137,7 @@ def _at_revision(rev: str, argv: list[str]) -> dict[str, Any]:
 
 def _summary(name: str, figures: dict[str, Any]) -> list[str]:
     lines = [f"== {name}"]
-    for part in ("tuning", "seen", "heldout"):
+    for part in ("tuning", "seen", "tuning_b", "heldout"):
         report = figures.get(part)
         if report is None:
             continue
@@ -173,12 +173,14 @@ def _summary(name: str, figures: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument("--part", choices=["tuning", "seen", "heldout", "all"], default="all")
+    parser.add_argument(
+        "--part", choices=["tuning", "seen", "tuning_b", "heldout", "all"], default="all"
+    )
     parser.add_argument("--rev", help="measure the detector of this git revision")
     parser.add_argument("--speed", action="store_true", help="also time calls on 2 KB texts")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    parts = ["tuning", "seen", "heldout"] if args.part == "all" else [args.part]
+    parts = ["tuning", "seen", "tuning_b", "heldout"] if args.part == "all" else [args.part]
     if args.rev:
         passed = ["--part", args.part, *(["--speed"] if args.speed else [])]
         figures = _at_revision(args.rev, passed)

@@ -104,7 +104,7 @@ def proposed(rig: RecallRig, index: SearchIndex, query: str) -> set[str]:
 
 
 def test_a_rebuilt_index_refuses_a_replayed_insert_of_a_deleted_memory(rig: RecallRig) -> None:
-    gone = write(rig, "Lin's locker combination is 31-7-22")
+    gone = write(rig, "Lin's locker is number 3172 in the west wing")
     kept = write(rig, "Lin's locker is in the east corridor")
     records = captured_records(rig)
     rig.services.memory.delete(ctx(), "u-1", gone.memory_id)  # the purge runs inline

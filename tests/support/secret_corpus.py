@@ -5,7 +5,9 @@ what the detector was tuned on; ``tests/data/secret_corpus_heldout.json`` was wr
 independently, by a helper that never saw the detector or the tuning part (its brief is
 ``tests/data/secret_corpus_heldout.prompt.md``), and is only ever measured.
 ``tests/data/secret_corpus_seen.json`` is an earlier held-out part whose misses were read
-after its one measurement: it is tuning material now, with the tuning target. All have the
+after its one measurement: it is tuning material now, with the tuning target.
+``tests/data/secret_corpus_tuning_b.json`` is more tuning material, written from the same
+brief by another helper that saw neither the detector nor the other parts. All have the
 same format: items labelled ``secret`` or ``benign``, each with the field it is stored in
 (``run.state`` and the other structured fields carry a JSON ``value``, the rest a
 ``text``).
@@ -42,6 +44,7 @@ DATA = ROOT / "tests" / "data"
 PARTS = {
     "tuning": DATA / "secret_corpus_tuning.json",
     "seen": DATA / "secret_corpus_seen.json",
+    "tuning_b": DATA / "secret_corpus_tuning_b.json",
     "heldout": DATA / "secret_corpus_heldout.json",
 }
 LABELS = ("secret", "benign")

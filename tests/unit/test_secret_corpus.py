@@ -33,17 +33,18 @@ GENERATOR_PATH = ROOT / "scripts" / "make_secret_corpus.py"
 REPORT_PATH = ROOT / "build" / "secret_corpus.json"
 PROMPT_PATH = ROOT / "tests" / "data" / "secret_corpus_heldout.prompt.md"
 
-RECALL_TARGET = {"tuning": 0.99, "seen": 0.99, "heldout": 0.97}
+RECALL_TARGET = {"tuning": 0.99, "seen": 0.99, "tuning_b": 0.99, "heldout": 0.97}
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
 #: The held-out part, written apart from the detector (tests/data/
 #: secret_corpus_heldout.prompt.md) by a helper that saw neither the detector nor the
-#: tuning parts, and measured once on the detector that was tuned on ``tuning`` and
-#: ``seen``: recall 0.952 (en 0.952, zh 0.953, run state 0.982), false positives 3.1% (en
-#: 3.5%, zh 2.5%); the detector before that tuning scored 0.894 and 5.0% on it. Below
-#: target but for run state: the detector generalizes less than its tuning parts say.
-#: (``seen`` is the earlier held-out part, 0.889 and 5.0% when first measured; its misses
-#: were read, so it became tuning material.)
+#: tuning parts. Measured (figures only, never its items) after each of two tuning rounds:
+#: on the detector tuned on ``tuning`` and ``seen``, recall 0.952 and false positives 3.1%;
+#: after a round tuned on ``tuning_b`` (written independently, like this part), recall
+#: 0.962 (en 0.956, zh 0.968, run state 0.991) and false positives 1.9% (en 2.1%, zh
+#: 1.7%). The detector before both rounds scored 0.894 and 5.0% on it. (``seen`` is the
+#: earlier held-out part, 0.889 and 5.0% when first measured; its misses were read, so it
+#: became tuning material.) Three items the same as items of a tuning part were dropped.
 #: The rows below target are expected to fail (strict: one that passes fails the run, so
 #: its mark goes with the improvement), and the reliability check reports them as the open
 #: gap of issue 29. The detector must not be tuned on this part: once its misses are read,
@@ -53,9 +54,7 @@ HELDOUT_BELOW_TARGET = {
     ("recall", "all"),
     ("recall", "en"),
     ("recall", "zh"),
-    ("false_positives", "all"),
     ("false_positives", "en"),
-    ("false_positives", "zh"),
 }
 
 

@@ -315,3 +315,80 @@ def test_a_name_and_a_value_in_run_state_are_judged_in_context(
 )  # fmt: skip
 def test_a_key_written_as_a_path_names_its_segments(key: str, refused: bool) -> None:
     assert bool(find_secrets([("canonical_key", key)])) is refused
+
+
+#: Issue 29, item 3: what a third, independently written tuning part found missed, one per
+#: rule that now finds it (each written here anew, not copied from the corpus).
+GENERALIZED_SECRETS = [
+    "sudo -S <<< 'Rt7#mQ2x!v' apt-get upgrade",  # a here-string fed to sudo -S
+    "echo 'Kp9$wL2q' | sudo -S systemctl restart app",  # piped into sudo -S
+    "podman login quay.io -u bot -p Zq7vN2kLx9Rt",  # a login's -p
+    "tailscale up --authkey tskey-auth-" + _body(_A62, 12, 20) + "-" + _body(_A62, 30, 21),
+    "tailscale up --authkey " + _body(_A62, 40, 22),  # a flag naming a key
+    "<password>Rb3$kT9!qZ</password>",  # an XML element
+    "ALTER USER app IDENTIFIED BY 'Vn5!qR8#zL';",  # SQL's password clause
+    "alerts go to https://open.larksuite.com/open-apis/bot/v2/hook/"
+    "3f2b9c1e-8d4a-4b7e-9f10-2a6c5d8e7b41",  # a webhook's secret path
+    "my gym locker PIN, in case I forget: it's 5821",  # "it's" before the value
+    "the house alarm disarm code is 2-9-4-7",  # the word before the name says what it is
+    "my recovery codes below: 5821 3390, 7712 0456",  # an adverb before the link
+    "Wi-Fi password (the one printed on the router sticker): Ｍａｐｌｅ＄２０２５",
+    "邮箱密码忘了，之前设的是 qq_mail_0815",  # the value in the next clause
+    "钱包的交易密码（不是助记词）改成了 Tx#5520coin",  # an aside in brackets
+    "这是我的备用码，帮我存着：83920174、55103927",  # codes listed with 、
+    "苹果账户恢复代码：QX7MP-4RT2K-W9ZNB",
+    "短信验证码 739104，帮我填一下",
+    "门禁密码分开记：前两位 73，后两位 19",  # labelled pieces of a PIN
+    "Log into the vendor portal as ops / Quartz-Ember-71",
+]
+
+GENERALIZED_BENIGN = [
+    # Config lines, each a setting of its own: not one broken value.
+    "password_min_length = 14\npassword_require_digit = true\nsession_ttl_minutes = 30",
+    ".env.example\nGITHUB_TOKEN=\nOPENAI_API_KEY=\nDATABASE_URL=postgres://localhost/dev",
+    "secrets:\n  db_password:\n    external: true",
+    # Identifiers made of words, ids and commits beside a secret's name.
+    "Applied password policy: MinimumPasswordLength=12, RequireNumbers=true",
+    "git log shows " + _body(_HEX, 40, 23) + " removed the hardcoded token",
+    "Job 01J2K8M3T9QW4M2N7P5R6S8V0B handled the password reset e-mail",
+    "Jenkins 凭据 ID 是 deploy-key，流水线里用 withCredentials 引用",
+    # Format descriptions, public keys, documentation's examples.
+    "OpenAI keys begin with sk- (project keys sk-proj-), Anthropic with sk-ant-",
+    "细粒度令牌的前缀是 github_pat_，后面跟 82 个字符",
+    "A PKCS#8 key file starts with -----BEGIN PRIVATE KEY----- and ends with its END line.",
+    "My public SSH key for the jump host: ssh-ed25519 AAAAC3NzaC1lZDI1NTE5AAAA"
+    + _body(_A62, 40, 24)
+    + " me@host",
+    'JWKS public key for token verification: {"kty":"RSA","n":"' + _body(_A62, 60, 27) + '"}',
+    "The TOTP example secret in every tutorial is JBSWY3DPEHPK3PXP, it decodes to 'Hello!'",
+    "Twilio account SID AC" + _body(_HEX, 32, 25) + " is the account identifier",
+    "Checkout uses the publishable key pk_live_" + _body(_A62, 24, 26),
+    "why does the default token eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIiwi"
+    "bmFtZSI6IkpvaG4gRG9lIiwiaWF0IjoxNTE2MjM5MDIyfQ.SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c"
+    " decode to John Doe?",
+    "Azurite's well-known account key is Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4"
+    "I6tq/K1SZFPTOtr/KBHBeksoGMGw== for everyone",
+    "验证码 60 秒内有效",
+    # Twelve short words that are not BIP-39's: a shopping list, not a seed phrase.
+    "eggs milk bread butter apples cheese pasta rice beans onions garlic lemons",
+]
+
+
+@pytest.mark.parametrize("text", GENERALIZED_SECRETS)
+def test_a_credential_a_third_corpus_missed_is_found(text: str) -> None:
+    assert find_secrets([("content", text)]), text
+
+
+@pytest.mark.parametrize("text", GENERALIZED_BENIGN)
+def test_a_look_alike_a_third_corpus_flagged_is_not_a_credential(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+def test_a_bootstrap_token_of_random_letters_in_run_state_is_refused() -> None:
+    state = {"users": [{"name": "ci", "user": {"token": "qzkxvm.wtrplbfjhqnsydcx"}}]}
+    assert find_secrets(structured_fields(state, "state"))
+
+
+def test_twelve_bip39_words_alone_are_still_a_seed_phrase() -> None:
+    words = "biology cinnamon blanket badge advance abstract barrel armor bicycle absorb achieve"
+    assert find_secrets([("content", words + " cement")])

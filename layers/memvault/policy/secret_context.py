@@ -32,6 +32,7 @@ from memvault.policy.secret_values import (
     name_kind,
     wordlike,
 )
+from memvault.policy.secret_wordlist import bip39_share
 
 __all__ = ["context_secrets"]
 
@@ -112,7 +113,7 @@ _PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~!*'()\-]){4,200}")
 _SEPARATED = re.compile(r"(?<!\S)(?:[^\s][.·|,*/_ ]){3,60}[^\s](?!\S)")
 _CN_DIGITS = re.compile(r"[零〇一二三四五六七八九两]{4,12}")
 _CN_DIGIT_MAP = str.maketrans("零〇一二三四五六七八九两", "001234567892")
-_BACKWARDS = re.compile(r"(?i)backwards?|reversed?|in reverse|倒过来|倒着|反过来|反着|倒序")
+_BACKWARDS = re.compile(r"backwards?|reversed?|in reverse|倒过来|倒着|反过来|反着|倒序")
 _TOKEN = re.compile(r"[^\s\"'`()\[\]{}<>,;]{6,80}")
 
 
@@ -201,20 +202,25 @@ def _strong(value: str) -> bool:
 
 #: Labelled pieces of one secret: "first half: Kq7#m", "后半段 Lz2!pX", "part 2/3: ...".
 _PIECE = re.compile(
-    r"(?i)(?:(?:first|second|third|fourth|last|other)\s+(?:half|part|piece|bit)|part\s*\d(?:/\d)?"
-    r"|piece\s*\d|前半段?|后半段?|前半部分|后半部分|上半段?|下半段?|第[一二三四1-4]段|第[一二三四1-4]部分)"
+    r"(?:(?:first|second|third|fourth|last|other)\s+(?:half|part|piece|bit)|part\s*\d(?:/\d)?"
+    r"|piece\s*\d|前半段?|后半段?|前半部分|后半部分|上半段?|下半段?|第[一二三四1-4]段|第[一二三四1-4]部分"
+    r"|[前后][一二两三四五六七八九十\d]{1,2}位|(?:first|last)\s+(?:\w+\s+)?(?:digits|characters|chars))"
     r"\s*[:=]?\s*[\"'\u201c\u300c]?(?P<v>[^\s\"'\u201d\u300d,;]{2,40})"
 )
 
 
-_PIECE_WORDS = ("half", "part", "piece", "半", "段", "部分")
+_PIECE_WORDS = ("half", "part", "piece", "半", "段", "部分", "位", "digits", "char")
 
 
 def _pieces(text: str) -> str | None:
     low = text.lower()
     if not any(word in low for word in _PIECE_WORDS):
         return None
-    found = [m.group("v") for m in _PIECE.finditer(text)]
+    if len(low) != len(text):
+        return None  # a letter whose lower case is longer: the spans would not line up
+    # Matched on the lower-cased text (a case-insensitive alternation is slow in ``re``);
+    # the pieces are read from the text as written.
+    found = [text[m.start("v") : m.end("v")] for m in _PIECE.finditer(low)]
     return "".join(found) if 2 <= len(found) <= 6 else None
 
 
@@ -227,12 +233,14 @@ _WALLET = re.compile(
 )
 _NOT_A_KEY = re.compile(
     r"(?i)(?<![a-z])(?:tx|txid|txn|transaction|hash|digest|sha\d*|checksum|commit|block"
-    r"|merkle|fingerprint|public|pubkey|address|contract|nonce|salt|id)(?![a-z])"
+    r"|merkle|fingerprint|public|pubkey|address|contract|nonce|salt|id|identifier|git|revert"
+    r"|reverted|rebase|cherry-pick|regression|introduced in)(?![a-z])"
     r"|交易|哈希|摘要|校验|公钥|地址|区块|提交"
 )
 _BYTE_ARRAY = re.compile(r"\[\s*(?:\d{1,3}\s*,\s*){63}\d{1,3}\s*\]")
+#: Matched on the lower-cased text (a case-insensitive alternation is slow in ``re``).
 _SEED_CONTEXT = re.compile(
-    r"(?i)seed|mnemonic|recovery (?:phrase|words)|backup (?:phrase|words)|secret phrase"
+    r"seed|mnemonic|recovery (?:phrase|words)|backup (?:phrase|words)|secret phrase"
     r"|\b(?:12|24|twelve|twenty-four)[ -]words?|ledger|trezor|metamask|助记词|恢复短语"
     r"|种子|钱包"
 )
@@ -285,17 +293,23 @@ def _seed_phrase(text: str) -> bool:
     """12 to 24 seed-shaped words: anywhere in a text that speaks of a seed or a wallet;
     otherwise only a line that is nothing else (after a label), 12, 15, 18, 21 or 24 of
     them, numbered or not."""
-    context = _SEED_CONTEXT.search(text)
+    low = text.lower()
+    context = _SEED_CONTEXT.search(low if len(low) == len(text) else text.lower())
     if context:
         near = text[context.start() : context.start() + 800]
         return any(12 <= count <= 25 for count, _ in _seed_runs(near))
     for line in text.split("\n"):
+        if not 12 <= len(line.split()) <= 40:
+            continue  # fewer than twelve words (with a label), or a paragraph
         body = _LABEL.sub("", line, count=1)
         tokens = body.split()
         if len(tokens) not in (12, 15, 18, 21, 24):
             continue
         words = [_NUMBERING.sub("", t) for t in tokens]
-        if all(_SEED_WORD.fullmatch(w) and w not in _STOP for w in words):
+        # Nothing calls it a seed: all words but one are BIP-39's (not a shopping list).
+        if all(_SEED_WORD.fullmatch(w) and w not in _STOP for w in words) and (
+            bip39_share(words) >= 1 - 1.5 / len(words)
+        ):
             return True
     return False
 
@@ -310,6 +324,11 @@ def _words_distinct(text: str) -> bool:
 _QUERY = re.compile(r"[?&;](?P<k>[A-Za-z][\w.\-]{0,30})=(?P<v>[^&#\s\"'<>]{8,300})")
 _QUERY_KEYS = frozenset({"key", "appid", "app_key", "appkey", "sig", "signature", "auth", "k"})
 _UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+#: An id: a UUID, or a ULID (a time and randomness in Crockford's base32, 26 characters).
+_ID = re.compile(
+    r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}|[0-7][0-9A-HJKMNP-TV-Z]{25}",
+    re.I,
+)
 _RANDOM = re.compile(r"[A-Za-z0-9+/_\-]{20,200}={0,2}")
 _HEX_TOKEN = re.compile(r"(?<![0-9A-Za-z])[0-9a-f]{32,64}(?![0-9A-Za-z])")
 
@@ -345,12 +364,15 @@ def _random_near_name(line: str, kinds: list[Kind]) -> bool:
     if _GENERIC.search(line):
         return False
     for m in _RANDOM.finditer(line):
-        token = m.group()
-        if is_documentation_example(token) or _UUID.fullmatch(token) or _wordy(token):
+        token = m.group().rstrip("=")
+        if is_documentation_example(token) or _ID.fullmatch(token) or _wordy(token):
             continue
         start = line.rfind(" ", 0, m.start()) + 1
         if "://" in line[start : m.end()] or line.startswith("arn:", start):
             continue  # a link or a resource name
+        end = line.find(" ", m.end())
+        if is_documentation_example(line[start : end if end >= 0 else len(line)]):
+            continue  # a part of a documentation example (the jwt.io token's signature)
         if looks_random(token, min_length=20) or _HEX_TOKEN.fullmatch(token):
             return True
     return False
@@ -381,7 +403,7 @@ def context_secrets(text: str) -> Iterator[str]:
     if _seed_phrase(text) and _words_distinct(text):
         yield "Seed Phrase"
         return
-    backwards = bool(_BACKWARDS.search(text))
+    backwards = bool(_BACKWARDS.search(text.lower()))
     lines = text.split("\n")
     tried = 0
     for line in lines:

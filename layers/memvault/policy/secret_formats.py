@@ -85,6 +85,11 @@ FORMATS: tuple[Format, ...] = (
     _f("DigitalOcean Token", "doo_v1_", f"{HEX}{{64}}"),
     _f("DigitalOcean Token", "dor_v1_", f"{HEX}{{64}}"),
     _f("Heroku API Key", "HRKU-", f"{B64U}{{20,}}"),
+    _f(
+        "Tailscale Key",
+        "tskey-",
+        r"(?:auth|api|client|webhook|scim)-[A-Za-z0-9]{6,}-[A-Za-z0-9]{16,}",
+    ),
     _f("Fly.io Token", "fo1_", f"{B64U}{{40,}}"),
     _f("Fly.io Token", "fm2_", r"[A-Za-z0-9+/=_,\-]{40,}"),
     _f("Vercel Token", "vcp_", f"{A62}{{24,}}"),

@@ -70,6 +70,9 @@ class Pattern:
     #: A scan of its own, instead of the regex and ``accept`` (the regex then says where
     #: the scan starts).
     scan: Callable[[str], bool] | None = None
+    #: Whether only a line with Chinese or Japanese text can hold what the pattern accepts
+    #: (its verbs or its words are), so that a line of ASCII skips it.
+    cjk: bool = False
 
 
 def _group(m: re.Match[str], line: str, name: str) -> str:
@@ -115,6 +118,7 @@ def _judge(name: str, rest: str, *, prose: bool, kind: Kind | None = None) -> bo
     kind = kind or name_kind(name)
     if kind is None:
         return False
+    rest = _FILLER.sub("", rest, count=1)
     if kind is Kind.PHRASE or (kind is Kind.PASSWORD and "phrase" in name.lower()):
         phrase = _words_run(rest)
         if phrase.count(" ") >= 2 and looks_secret(phrase, prose=prose, kind=Kind.PHRASE):
@@ -125,6 +129,10 @@ def _judge(name: str, rest: str, *, prose: bool, kind: Kind | None = None) -> bo
 
 
 _APP_PASSWORD = re.compile(r"\s*[\"'`]?[a-z]{4}(?: [a-z]{4}){3}\b")
+#: Words that open the clause giving a value: "the PIN, if I ask: it's 4719".
+_FILLER = re.compile(
+    r"(?i)^\s*(?:it'?s|it\s+is|that'?s|that\s+is|this\s+is|they'?re|they\s+are)\s+"
+)
 
 # --- names in sentences -----------------------------------------------------------------
 
@@ -171,17 +179,40 @@ _LINK = (
 #: A name starts a word, not a path, an ARN or an identifier ("arn:...:secret:prod").
 _NAME_START = r"(?<![a-z0-9:/.\-_@])"
 _QUALIFIER = (
-    r"(?:\s*\([^)\n]{0,30}\))?(?P<q>\s+(?:for|of|to|on|at|in|from)\s+[^.,;:!?\n=]{1,40}?)?"
-    r"(?:\s*\([^)\n]{0,30}\))?"
+    r"(?:\s*\([^)\n]{0,60}\))?"
+    r"(?P<q>,?\s+(?:for|of|to|on|at|in|from|if|when|in case)\s+[^.,;:!?\n=]{1,40}?)?"
+    r"(?:\s*\([^)\n]{0,60}\))?(?:\s+(?:here|below|again|too|then))?"
 )
+
+
+#: Words before a secret's name, or in what it is for, that say the value is no one's
+#: secret: documentation's example, or a public key ("the TOTP example secret in every
+#: tutorial is ...", "my public SSH key: ...", "the publishable key pk_live_...").
+_NOT_ANYONES = frozenset(
+    {
+        *("example", "examples", "sample", "tutorial", "tutorials", "documentation", "docs"),
+        *("placeholder", "dummy", "fake", "public", "publishable", "documented"),
+    }
+)
+_WORDS_BEFORE = re.compile(r"[a-z][a-z0-9-]*")
+
+
+def _words_before(low: str, start: int, count: int = 2) -> list[str]:
+    """The last words of the (folded) line before ``start``."""
+    return _WORDS_BEFORE.findall(low[max(0, start - 32) : start])[-count:]
 
 
 def _prose(m: re.Match[str], line: str) -> bool:
     name = _group(m, line, "k")
     kind = name_kind(name)
-    if kind in (None, Kind.WEAK) and m.group("q"):
-        # "the code to the front door is ...": what the name is for says what it is.
-        for word in m.group("q").split()[1:]:
+    before = _words_before(m.string, m.start())
+    qualifier = m.group("q").split()[1:] if m.group("q") else []
+    if _NOT_ANYONES.intersection(before) or _NOT_ANYONES.intersection(qualifier):
+        return False
+    if kind in (None, Kind.WEAK):
+        # "the code to the front door is ...", "the alarm disarm code is ...": what the
+        # name is for, or the word before it, says what it is.
+        for word in (*qualifier, *reversed(before)):
             qualified = name_kind(f"{word} {name}")
             if qualified not in (None, Kind.WEAK):
                 kind = qualified
@@ -196,6 +227,8 @@ def _near_name(m: re.Match[str], line: str) -> bool:
     """A random value right after a secret's name, unless the word before the name says
     it is no secret ("public key MIIB...", "next token ...")."""
     name = _group(m, line, "k")
+    if _NOT_ANYONES.intersection(_words_before(m.string, m.start())):
+        return False
     if name.isascii():
         before = _WORD_BEFORE.search(line[max(0, m.start() - 24) : m.start()].lower())
         if name_kind(f"{before.group(1) if before else ''} {name}") is None:
@@ -397,13 +430,14 @@ def _aws_secret(m: re.Match[str], line: str) -> bool:
 #: Written in lower case: the rule runs on the folded line.
 _ZH_NAMES = (
     r"助记词|恢复短语|种子短语|口令短语|密语|助记码|密保(?:答案|问题)?|撤防码|布防码|开门码|报警码|恢复码"
+    r"|恢复代码|备用代码|备份代码|救援码|验证码|校验码|动态码"
     r"|备用码|备份码|安全码|取款密码|支付密码|银行卡密码|门禁密码|保险箱密码"
     r"|开机密码|锁屏密码|解锁码|门禁码|密码锁|交易密码|手机密码|pin ?码|私钥|密钥|秘钥|令牌|授权码"
     r"|访问码|凭证|密码|口令|暗号|通行码|password|passwd|pwd|passphrase|token|api ?key"
     r"|secret(?: ?key)?|access ?key|private ?key|pin|key"
 )
 _ZH_VERBS = (
-    r"(?P<verb>是|为|為|:|=|改成了?|改为了?|改到了?|换成了?|设为|设置为|设置成|设成了?|更新为|更新成|修改为"
+    r"(?P<verb>是|为|為|:|=|设的是|设置的是|定的是|存着|改成了?|改为了?|改到了?|换成了?|设为|设置为|设置成|设成了?|更新为|更新成|修改为"
     r"|修改成|重置为|重置成|变成了?|变为|就是|叫做?|用的是|填的是|填|输入|记得是|写的是|如下|发你|给你"
     r"|存一下|记一下|记下|存下|收好|保存一下|备份一下|用(?=\s*[A-Za-z0-9\"'\u201c\u300c]))"
     r"(?:了|的是|是)?"
@@ -411,7 +445,7 @@ _ZH_VERBS = (
 _ZH_NEGATORS = re.compile(
     r"长度|策略|规则|要求|位数|复杂度|过期|有效期|轮换|管理|提示|格式|算法|类型|强度|找回|重置流程|文件|路径"
     r"|地址|链接|名称|名字|哈希|摘要|指纹|公钥|位置|引用|次数|不能|不要|别|忘了|忘记|错误|错了|泄露"
-    r"|模板|示例|样例|范例"
+    r"|模板|示例|样例|范例|前缀|开头|结尾|后缀"
     r"|(?<![a-z])id(?![a-z])"
 )
 _ZH_STEMS = ("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语")
@@ -420,11 +454,16 @@ _ZH_NEEDS = (*_ZH_STEMS, "pass", "pwd", "token", "key", "secret", "pin")
 _ZH_ONLY_NAMES = _ZH_NAMES.split("|password")[0]
 
 
+_ZH_UNIT = re.compile(r"\s*(?:年|月|日|号|位|秒|分|小时|天|次|个|元|块|条|周)")
+
+
 def _zh_near(m: re.Match[str], line: str) -> bool:
     """ "口令 Xy7!...", "授权码 brdjghtqztfwxnrw": a name, then a value in another script, so
     the value must be marked as one (a digit, a symbol, capitals inside it) or, for a
     code, be a run of random letters."""
     value = _group(m, line, "v").strip("\"'`.,;:!?()")
+    if value.isdigit() and _ZH_UNIT.match(line, m.end("v")):
+        return False  # "验证码 60 秒内有效": a measure
     marked = (
         any(c.isdigit() for c in value)
         or any(not c.isalnum() for c in value)
@@ -436,6 +475,37 @@ def _zh_near(m: re.Match[str], line: str) -> bool:
     return kind is not None and marked and looks_secret(value, prose=False, kind=kind)
 
 
+#: Commands that read a password from what they are fed, and names of what they are fed.
+_READS_A_SECRET = re.compile(
+    r"\blogin\b|\bsudo\b[^\n|;<]*\s-s\b|passwd|password|passphrase|secret|token|\bpat\b"
+    r"|\bpin\b|--pass|-passin|\bauth"
+)
+
+
+def _flag_value(m: re.Match[str], line: str) -> bool:
+    kind = name_kind(_group(m, line, "k"))
+    return kind is not None and looks_secret(_group(m, line, "v"), prose=False, kind=kind)
+
+
+def _xml_pair(m: re.Match[str]) -> bool:
+    name = m.group("k") or m.group("k2") or ""
+    value = m.group("v") if m.group("k") else m.group("v2")
+    kind = name_kind(name.rpartition(":")[2])
+    return kind is not None and looks_secret(value or "", prose=False, kind=kind)
+
+
+_UUID_SEGMENT = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
+
+
+def _webhook_path(path: str) -> bool:
+    """A webhook URL's path holds its secret: a UUID or a random token among its segments
+    (a numbered hook of a settings page holds neither)."""
+    return any(
+        _UUID_SEGMENT.fullmatch(segment) or looks_random(segment, min_length=20)
+        for segment in path.split("/")
+    ) and not is_documentation_example(path)
+
+
 def _pin_near(m: re.Match[str], line: str) -> bool:
     return name_kind(_group(m, line, "k")) is Kind.PIN
 
@@ -443,10 +513,18 @@ def _pin_near(m: re.Match[str], line: str) -> bool:
 _ASCII_VALUE = r"[A-Za-z0-9!@#$%^&*()_+\-=\[\]{}.~/?|:;,'\"\\<>`]+"
 
 
+#: What a clause says of a secret that is not what the secret is about ("密码忘了"): the
+#: value may still follow, in the next clause ("之前设的是 ...").
+_ZH_STATE = re.compile(r"忘了|忘记|错了|错误")
+
+
 def _zh(m: re.Match[str], line: str) -> bool:
-    if _ZH_NEGATORS.search(_QUOTED.sub("", m.group("gap"))):
+    first, comma, last = _QUOTED.sub("", m.group("gap")).rpartition(",")
+    if _ZH_NEGATORS.search(last) or (comma and _ZH_NEGATORS.search(_ZH_STATE.sub("", first))):
         return False
     name, gap = _group(m, line, "k"), _group(m, line, "gap").strip()
+    if name.isascii() and comma:
+        return False  # "gitlab-deploy-key,流水线里用 ...": a clause of its own
     if name.isascii() and m.group("verb") in (":", "="):
         return False  # "password: ...": the English rules read it, with its whole name
     if name.isascii():
@@ -667,12 +745,18 @@ PATTERNS: tuple[Pattern, ...] = (
         "Secret In Prose",
         # NFKC has made full-width commas, semicolons and colons ASCII.
         re.compile(
-            rf"(?P<k>{_ZH_NAMES})(?P<gap>[^,。;!?\n]{{0,14}}?){_ZH_VERBS}"
+            # Between the name and its verb: an aside in brackets ("(不是助记词)"), and
+            # at most one comma ("网易云音乐密码忘了,之前设的是 ...").
+            rf"(?P<k>{_ZH_NAMES})(?P<gap>(?:\([^()\n]{{0,20}}\)|[^,。;!?\n(]){{0,14}}?"
+            rf"(?:,[^,。;!?\n]{{0,12}}?)?){_ZH_VERBS}"
             r"\s*(?P<rest>[^\n]{1,400})"
         ),
         _zh,
         needs=_ZH_NEEDS,
         folded=True,
+        # An ASCII name with ":" or "=" is left to the English rules (``_zh``); every
+        # other verb is Chinese.
+        cjk=True,
     ),
     Pattern(
         "Secret In Prose",
@@ -684,12 +768,16 @@ PATTERNS: tuple[Pattern, ...] = (
         # "login is jdoe / Sunfl0wer!88", "账号 zhangwei / Vpn@2024zw": a user, a slash, a password.
         "Secret In Prose",
         re.compile(
-            r"(?:login|logon|creds|credentials|account|sign[- ]in|user(?:name)?|登录信息?|账号|账户"
+            r"(?:login|logon|log (?:in|on)(?:to)?|signed? in(?:to)?|creds|credentials|account"
+            r"|sign[- ]in|user(?:name)?|登录信息?|账号|账户"
             r"|账密|用户名)[^\n/]{0,24}?(?<![\w/])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
             r"(?!\S*/)"
         ),
         lambda m, line: not _in_url(line, m) and _strict_value(_group(m, line, "v")),
-        needs=("login", "logon", "cred", "account", "sign", "user", "登录", "账"),
+        needs=(
+            *("login", "logon", "log in", "log on", "cred", "account", "sign", "user"),
+            *("登录", "账"),
+        ),
         folded=True,
     ),
     Pattern(
@@ -765,10 +853,74 @@ PATTERNS: tuple[Pattern, ...] = (
         "Password On A Command Line",
         re.compile(
             r"\b(?:echo|printf)\s+(?:-n\s+)?(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)\s*\|[^\n]*"
-            r"--password-stdin"
+            r"(?:--password-stdin|--stdin\b|\bsudo\b[^\n|]*\s-s\b|\bchpasswd\b)"
         ),
         lambda m, line: looks_secret(_unquote(_group(m, line, "v")), prose=False),
-        needs=("password-stdin",),
+        needs=("stdin", "sudo", "chpasswd"),
+        folded=True,
+    ),
+    Pattern(
+        # "sudo -S <<< 'Sudo#Pass4412' ...", "az devops login ... <<< \"...\"  # PAT": a
+        # here-string fed to a command that reads a password, or beside a secret's name.
+        "Password On A Command Line",
+        re.compile(r"<<<\s*(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s'\"]+)"),
+        lambda m, line: (
+            bool(_READS_A_SECRET.search(line.lower()))
+            and looks_secret(_unquote(_group(m, line, "v")), prose=False)
+        ),
+        needs=("<<<",),
+    ),
+    Pattern(
+        # "docker login registry -u ops -p fNX9z6OxTzUBBYKX": a login's password flag.
+        "Password On A Command Line",
+        re.compile(
+            r"\blogin\b[^\n|;]*?\s(?:-p|--password|--pass)(?:=|\s+)(?P<v>'[^'\n]+'|\"[^\"\n]+\"|\S+)"
+        ),
+        lambda m, line: looks_secret(_unquote(_group(m, line, "v")), prose=False),
+        needs=("login",),
+        folded=True,
+    ),
+    Pattern(
+        # "--authkey tskey-...", "--api-key ...": a flag that names a key, with a value as
+        # random as one.
+        "Password On A Command Line",
+        re.compile(r"(?:^|\s)--(?P<k>[\w-]{0,30}key)(?:=|\s+)(?P<v>[^\s\"']+)"),
+        lambda m, line: _flag_value(m, line),
+        needs=("--",),
+        folded=True,
+    ),
+    Pattern(
+        # <password>...</password>, <add key="ApiKey" value="..."/>: XML elements and
+        # attribute pairs named for a secret.
+        "Secret Keyword",
+        re.compile(
+            r"<(?P<k>[A-Za-z_][\w:.\-]{0,40})(?:\s[^<>\n]{0,80})?>(?P<v>[^<>\n]{1,200})</(?P=k)\s*>"
+            r"|(?:key|name)\s*=\s*\"(?P<k2>[^\"\n]{1,60})\"\s+value\s*=\s*\"(?P<v2>[^\"\n]{1,200})\""
+        ),
+        lambda m, line: _xml_pair(m),
+        needs=("</", "value"),
+    ),
+    Pattern(
+        # CREATE USER ... IDENTIFIED BY 'qL9#vX2!mT7p': SQL's password clause.
+        "Password In SQL",
+        re.compile(
+            r"\bidentified\s+(?:with\s+\S+\s+)?by\s+(?:password\s+)?"
+            r"(?P<v>'[^'\n]+'|\"[^\"\n]+\"|[^\s;]+)"
+        ),
+        lambda m, line: looks_secret(_unquote(_group(m, line, "v")), prose=False),
+        needs=("identified",),
+        folded=True,
+    ),
+    Pattern(
+        # https://open.feishu.cn/open-apis/bot/v2/hook/<uuid>, .../webhooks/<random>: a
+        # webhook's URL, whose secret is its path.
+        "Webhook URL",
+        re.compile(
+            r"\bhttps?://[^\s/]+/(?:[^\s/]+/){0,6}(?:hooks?|webhooks?|webhookb2)/"
+            r"(?P<v>[^\s?#\"'<>),;]{16,300})"
+        ),
+        lambda m, line: _webhook_path(_group(m, line, "v")),
+        needs=("hook",),
         folded=True,
     ),
     Pattern(
@@ -825,6 +977,7 @@ PATTERNS: tuple[Pattern, ...] = (
         re.compile(rf"(?:{_SEED_CONTEXT})[^\n]{{0,20}}?(?:[\u4e00-\u9fff][\s,、]+){{11,23}}"),
         needs=_SEED_NEEDS,
         folded=True,
+        cjk=True,
     ),
 )
 
@@ -857,8 +1010,9 @@ def matches(line: str) -> Iterator[str]:
     low = fold(line)
     present = {need for need in _NEEDS if need in low}
     separated = ":" in line or "=" in line or "->" in line
+    ascii_only = line.isascii()
     for pattern, needs in zip(PATTERNS, _NEEDS_OF, strict=True):
-        if needs and present.isdisjoint(needs):
+        if (needs and present.isdisjoint(needs)) or (ascii_only and pattern.cjk):
             continue
         if pattern.scan is not None:
             if separated and pattern.scan(line):

@@ -23,6 +23,8 @@ from enum import Enum
 from functools import lru_cache
 from itertools import pairwise
 
+from memvault.policy.secret_wordlist import bip39_share
+
 
 class Kind(Enum):
     """What a name says its value is; each kind judges a value its own way."""
@@ -57,7 +59,7 @@ _TOKEN_WORDS = frozenset(
         *("secret", "secrets", "token", "apikey", "apisecret", "credential", "credentials"),
         *("creds", "privkey", "privatekey", "secretkey", "accesskey", "clientsecret", "bearer"),
         *("authtoken", "accesstoken", "refreshtoken", "sessiontoken", "authorization", "pat"),
-        *("hmac", "apitoken", "webhooksecret", "signingsecret", "signingkey"),
+        *("hmac", "apitoken", "webhooksecret", "signingsecret", "signingkey", "authkey"),
         *("privatekeys", "masterkey", "secretaccesskey", "connectionstring", "connstr"),
         *("sessionid", "jsessionid", "phpsessid", "sessid", "appsecret", "appkey"),
     }
@@ -133,6 +135,7 @@ _NEGATORS = frozenset(
         *("reminder", "question", "recovery_email", "link", "page", "form", "screen"),
         *("protected", "encrypted", "redacted", "masked", "secure", "strong", "weak"),
         *("generator", "generation", "length_min", "manager_url", "prefix", "suffix"),
+        *("publishable",),
     }
 )
 #: Words a name may carry after its decisive word without changing it (``password_prod``).
@@ -154,7 +157,8 @@ _ZH_NAMES: tuple[tuple[str, Kind], ...] = (
             *("取款密码", "支付密码", "银行卡密码", "门禁密码", "保险箱密码", "开机密码"),
             *("锁屏密码", "解锁码", "门禁码", "密码锁", "PIN码", "pin码", "交易密码", "手机密码"),
             *("保险柜密码", "密码箱", "撤防码", "布防码", "开门码", "报警码", "门锁密码", "安全码"),
-            *("恢复码", "备用码", "备份码", "救援码"),
+            *("恢复码", "备用码", "备份码", "救援码", "恢复代码", "备用代码", "备份代码"),
+            *("验证码", "校验码", "动态码"),
         )
     ),
     *((w, Kind.TOKEN) for w in ("私钥", "密钥", "秘钥", "令牌", "授权码", "访问码", "凭证")),
@@ -307,7 +311,7 @@ _NOT_VALUES = frozenset(
 #: Placeholder words inside a value ("your_api_key_here", "sk-example-key").
 _PLACEHOLDER_WORDS = re.compile(
     r"(?i)example|sample|placeholder|dummy|your[_\- ]?(?:api|access|secret|own|real|app"
-    r"|token|key|pass|client)|_here\b|-here\b|insert|replace[_\-]?me|redacted|change[_\-]?me"
+    r"|token|key|pass|client)|your[_\-][\w\-]*(?:secret|key|token|passw)|_here\b|-here\b|insert|replace[_\-]?me|redacted|change[_\-]?me"
     r"|xxxx|0000000|notreal|not[_\-]a[_\-]real|fake[_\-]|[_\-]fake|lorem|foo[_\-]?bar"
 )
 #: Names of algorithms, encodings and formats: what a sentence about a key calls it.
@@ -415,7 +419,24 @@ def looks_random(value: str, *, min_length: int = 16) -> bool:
     if expected < 0.2:
         return False  # one class: letters only or digits only
     threshold = 3.0 if n < 24 else 3.3
-    return entropy(value) >= threshold and changes(value) >= 0.6 * expected
+    return (
+        entropy(value) >= threshold and changes(value) >= 0.6 * expected and not _identifier(value)
+    )
+
+
+_IDENTIFIER_CHARS = re.compile(r"[A-Za-z0-9_.\-/]+")
+_IDENTIFIER_WORD = re.compile(r"[A-Z]?[a-z]+|[A-Z]+(?![a-z])|\d+")
+
+
+def _identifier(value: str) -> bool:
+    """A name made of words (``MinimumPasswordLength``, ``STRIPE_WEBHOOK_SECRET``): its
+    capitals change class as often as a random string's, but every part is a word."""
+    if not _IDENTIFIER_CHARS.fullmatch(value):
+        return False
+    words = _IDENTIFIER_WORD.findall(value)
+    return len(words) >= 2 and all(
+        (w.isdigit() and len(w) <= 4) or (len(w) >= 3 and wordlike(w) >= 0.6) for w in words
+    )
 
 
 def is_mask(value: str) -> bool:
@@ -445,6 +466,8 @@ KNOWN_EXAMPLES = frozenset(
         "sk_test_BQokikJOvBiI2HlWgH4olfQ2",  # Stripe's older guides
         "ghp_16C7e42F292c6912E7710c838347Ae178B4a",  # GitHub's REST API docs
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS's secret access key example
+        # Azurite's and the Azure Storage Emulator's well-known development account key.
+        "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
     }
 )
 
@@ -472,10 +495,18 @@ def sample_jwt(value: str) -> bool:
     return any(marker in text for marker in _JWT_EXAMPLES)
 
 
+#: Public by design: an SSH public key's algorithm (the key follows it), a Stripe
+#: publishable key.
+_PUBLIC = re.compile(
+    r"^(?:ssh-(?:rsa|dss|ed25519)|ecdsa-sha2-|sk-(?:ssh|ecdsa)-|pk_(?:live|test)_)"
+)
+
+
 def _not_a_value(value: str) -> bool:
     """Shapes that are never a secret, whatever the name before them."""
     return bool(
-        _MEASURE.match(value)
+        _PUBLIC.match(value)
+        or _MEASURE.match(value)
         or _VERSION.match(value)
         or _DATE_TIME.match(value)
         or _EMAIL.match(value)
@@ -509,6 +540,8 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
         return len(value) >= (4 if kind is Kind.PIN else 6)  # a PIN; a password of digits
     if _not_a_value(value):
         return False
+    if kind in (Kind.TOKEN, Kind.WEAK) and value[-1] in "_-" and len(value) <= 16:
+        return False  # "ghp_", "sk-proj-": a token's prefix, awaiting its body
     if kind is Kind.WEAK:
         if _UUID.match(value.strip("/")) or _plain_segments(value):
             return False  # an id; "user:42:profile:v3", a key made of names
@@ -526,13 +559,17 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
     if _WORD_COMPOUND.match(value):
         # "case-sensitive", "header.payload.signature": words of the sentence; a password
         # of three or more joined words ("correct-horse-battery") still counts.
-        parts = len(re.split(r"[-_.]", value))
-        return not prose and kind is not Kind.TOKEN and parts >= 3
+        parts = re.split(r"[-_.]", value)
+        if kind is Kind.TOKEN:
+            return random_letters("".join(parts))  # a bootstrap token, "jdtjfj.ibaexx..."
+        return not prose and len(parts) >= 3
     if kind is Kind.TOKEN:
         if _UUID.match(value) or _HASH_HEX.match(value):
             return True  # a key's value; the same shape without a key's name is an id
         if not (has_digit or has_symbol) and (not mixed_case or len(value) < 12):
             return random_letters(value)  # "Bearer", "OAuth": a word; unless random letters
+        if _identifier(value):
+            return False  # "withCredentials": a name made of words
     if has_digit or has_symbol or mixed_case:
         return len(value) >= 6
     # One lower-case word: a pass phrase when long, a word of the sentence otherwise.
@@ -809,16 +846,17 @@ def _phrase(value: str) -> bool:
 
 _SEED_WORD = re.compile(r"^[a-z]{3,8}$")
 #: A combination ("35-12-48", "4-7-1-9") or several codes ("48291037 55619024").
-_CODES = re.compile(r"^\d{1,3}(?:-\d{1,3}){2,5}$|^\d{4,10}(?:[ ,]+\d{4,10})+$")
+_CODES = re.compile(r"^\d{1,3}(?:-\d{1,3}){2,5}$|^\d{4,10}(?:[ ,、]+\d{4,10})+$")
 
 
 def is_seed_phrase(words: list[str]) -> bool:
     """Twelve to twenty-four lower-case words of three to eight letters, none a small word
-    of a sentence, few repeated: the shape of a BIP-39 mnemonic."""
+    of a sentence, few repeated, all but one of them BIP-39 words: a mnemonic written
+    with nothing that calls it one (a shopping list of twelve words is not)."""
     if len(words) not in (12, 15, 18, 21, 24):
         return False
     if not all(_SEED_WORD.match(w) for w in words):
         return False
     if any(w in _STOPWORDS for w in words):
         return False
-    return len(set(words)) >= len(words) - 2
+    return len(set(words)) >= len(words) - 2 and bip39_share(words) >= 1 - 1.5 / len(words)

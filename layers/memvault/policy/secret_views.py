@@ -160,23 +160,47 @@ def _tokenish(fragment: str) -> bool:
     )
 
 
+#: A line that starts a setting of its own (``password_require_symbol = true``,
+#: ``  - secretKey: stripe``, ``STRIPE_SECRET=``): a name of words, then its separator.
+#: It continues no token and is no value of the line before (a config file's lines).
+_KEY_LINE = re.compile(
+    r"(?:-\s+)?[\"']?(?:(?:[a-z][a-z0-9]*(?:[_.\-][a-z0-9]+)*|[A-Z][A-Z0-9]*(?:[_.\-][A-Z0-9]+)*"
+    r"|[A-Za-z][a-z0-9]+(?:[A-Z][a-z0-9]+)+)[\"']?\s*(?::(?=\s|$)|=>|=(?=\s*[^\s=]))"
+    r"|[A-Za-z][A-Za-z0-9]*(?:[_.\-][A-Za-z0-9]+)+\s*=\s*$)"
+)
+
+
+def _settings(line: str, nxt: str) -> bool:
+    """Whether two lines each start a setting of their own (a config file's lines)."""
+    return bool(_KEY_LINE.match(nxt)) and bool(_KEY_LINE.match(line.strip()))
+
+
 def joined_lines(text: str) -> list[str]:
     """Lines joined where a token was broken across them (``ghp_abcd`` / ``efgh...``), or
     where a name ends one line and its value is the next (``password:`` / ``Hunter2!``);
-    only the joined lines are returned."""
+    only the joined lines are returned. Of two lines that each start a setting of their
+    own (``name: value`` then ``NAME=``: a config file), neither continues the other."""
     lines = text.split("\n")
     if len(lines) < 2:
         return []
     out: list[str] = []
     current, joined = lines[0].rstrip(), False
+    previous = lines[0]
     for line in lines[1:]:
         nxt = line.strip()
         tail, head = _tail(current), _HEAD.match(nxt)
         bare = bool(tail) and " " not in nxt and 0 < len(nxt) <= 12 and len(tail) <= 12
         if tail and head and (_tokenish(tail) or _tokenish(head.group()) or bare):
-            current, joined = current + nxt, True
+            glue: str | None = current
         elif nxt and _SEPARATOR_END.search(current):
-            current, joined = current.rstrip() + " " + nxt, True
+            glue = current.rstrip() + " "
+        else:
+            glue = None
+        if glue is not None and _settings(previous, nxt):
+            glue = None  # each line a setting of its own
+        previous = line
+        if glue is not None:
+            current, joined = glue + nxt, True
         else:
             if joined:
                 out.append(current)
@@ -418,6 +442,8 @@ def split_tokens(text: str) -> Iterator[str]:
                 break
             if pieces == 1 and _whole(fragment.group()):
                 break  # a token in one piece: the formats judged it already
+            if pieces > 1 and prefix_at(fragment.group(), 0) is not None:
+                break  # the next token's prefix: "sk-proj-), Anthropic with sk-ant-"
             if pieces > 1 and _a_word(fragment.group()):
                 # "glpat- followed by 8_fgTp73WW and then ...": words between pieces are
                 # skipped, a few of them; "sk-ant-api03- followed by a long string" is prose.
@@ -438,8 +464,12 @@ def split_tokens(text: str) -> Iterator[str]:
 
 
 def _a_word(fragment: str) -> bool:
-    """A word of prose rather than a piece of a token."""
-    return fragment.isalpha() and fragment.islower() and wordlike(fragment) >= 0.7
+    """A word of prose rather than a piece of a token ("with", "Anthropic")."""
+    return (
+        fragment.isalpha()
+        and (fragment.islower() or fragment[1:].islower())
+        and wordlike(fragment) >= 0.7
+    )
 
 
 def _whole(fragment: str) -> bool:

@@ -180,6 +180,7 @@ def _types_in(line: str) -> Iterator[str]:
 
 
 _JWT, _AWS_KEY_ID, _PRIVATE_KEY = "JSON Web Token", "AWS Access Key", "Private Key"
+_TWILIO = "Twilio API Key"
 _JWT_EXAMPLES = ("john doe", "jane doe", "1234567890", "jwt.io", "example")
 
 
@@ -204,6 +205,8 @@ def _is_example(secret_type: str, value: str | None, line: str = "") -> bool:
             return False
         text = json.dumps(claims).lower()
         return any(marker in text for marker in _JWT_EXAMPLES)
+    if secret_type == _TWILIO and value.startswith("AC"):
+        return True  # an account SID: the account's identifier, shown on its dashboard
     if secret_type == _AWS_KEY_ID:
         # AWS's own example key id (``AKIAIOSFODNN7EXAMPLE``) stays refused: a key id is
         # an identifier rather than the secret, clients and tests use that one as the
@@ -251,15 +254,29 @@ _PEM_BLOCK = re.compile(
 _PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
 
 
+_PEM_HEADER = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+#: How far after a header without its end line a key's body must start.
+_PEM_REACH = 300
+
+
 def _pem_templates(text: str) -> bool:
-    """Whether every private key block of a text is a template: its body holds no base64
-    (``...paste your key here...``)."""
+    """Whether every private key header of a text holds no key: its block's body holds no
+    base64 (``...paste your key here...``), or, without an end line, no base64 follows it
+    ("a key file starts with -----BEGIN OPENSSH PRIVATE KEY-----; ...")."""
     if "PRIVATE KEY" not in text:
         return False
     blocks = list(_PEM_BLOCK.finditer(text))
-    if not blocks or text.count("-----BEGIN") != len(blocks):
+    if any(_PEM_BODY.search(block.group("body")) for block in blocks):
         return False
-    return not any(_PEM_BODY.search(block.group("body")) for block in blocks)
+    headers = list(_PEM_HEADER.finditer(text))
+    if not headers or text.count("-----BEGIN") != len(headers):
+        return False
+    inside = {block.start() for block in blocks}
+    return not any(
+        _PEM_BODY.search(text, header.end(), header.end() + _PEM_REACH)
+        for header in headers
+        if header.start() not in inside
+    )
 
 
 def _scan(text: str, depth: int, budget: list[int], template: bool = False) -> Iterator[str]:
