@@ -41,8 +41,11 @@ typecheck: $(STAMP) ## mypy (strict, pydantic plugin)
 browser: ## Debian's chromium for the console's browser tests (installed when missing, as root)
 	@bash scripts/chromium.sh
 
-unit: $(STAMP) browser ## the pytest suite alone; then every reliability scenario it recorded must hold
-	@$(BIN)/python -m pytest; rc=$$?; \
+#: pytest-xdist workers for make unit/test (one per core by default; WORKERS=0 runs serially).
+WORKERS ?= auto
+
+unit: $(STAMP) browser ## the pytest suite alone, on every core (WORKERS=); then every reliability scenario it recorded must hold
+	@$(BIN)/python -m pytest -n $(WORKERS) --dist loadfile; rc=$$?; \
 	if [ $$rc -eq 5 ]; then echo "pytest collected no tests"; exit 0; fi; \
 	if [ $$rc -eq 0 ]; then $(BIN)/python scripts/reliability.py --check --require-all; rc=$$?; fi; \
 	exit $$rc

@@ -93,10 +93,21 @@ def api(services: Services) -> Iterator[MemoryService]:
     deps.use(None)
 
 
-def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
-    """Write the reliability scenarios this run recorded to build/reliability.json."""
+def pytest_sessionstart(session: pytest.Session) -> None:
     from tests.support import reliability
 
-    if getattr(session.config, "workerinput", None) is not None:
-        return  # an xdist worker: the controller writes
+    if getattr(session.config, "workerinput", None) is None:
+        reliability.clear_parts()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Write the reliability scenarios this run recorded to build/reliability.json; under
+    pytest-xdist each worker leaves its rows and the controller merges and writes them."""
+    from tests.support import reliability
+
+    worker = getattr(session.config, "workerinput", None)
+    if worker is not None:
+        reliability.write_part(str(worker["workerid"]))
+        return
+    reliability.merge_parts()
     reliability.write(int(exitstatus), selected=session.testscollected)

@@ -25,6 +25,8 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
 REPORT_PATH = ROOT / "build" / "reliability.json"
+#: Where each pytest-xdist worker leaves its rows for the controller to merge.
+PARTS_DIR = ROOT / "build" / "reliability-parts"
 
 #: The guarantee families RELIABILITY.md groups rows by.
 CATEGORIES = (
@@ -145,3 +147,33 @@ def write(exit_status: int, *, selected: int, path: Path = REPORT_PATH) -> Path 
     tmp.write_text(json.dumps(report, indent=2, ensure_ascii=False) + "\n")
     tmp.replace(path)
     return path
+
+
+def clear_parts(parts: Path = PARTS_DIR) -> None:
+    """Before a run: no worker's rows from an earlier run may be merged into this one."""
+    for part in parts.glob("*.json"):
+        part.unlink(missing_ok=True)
+
+
+def write_part(worker: str, parts: Path = PARTS_DIR) -> None:
+    """An xdist worker's rows, for the controller (``merge_parts``)."""
+    parts.mkdir(parents=True, exist_ok=True)
+    data = [asdict(r) for r in rows()]
+    tmp = parts / f"{worker}.tmp"
+    tmp.write_text(json.dumps(data, ensure_ascii=False) + "\n")
+    tmp.replace(parts / f"{worker}.json")
+
+
+def merge_parts(parts: Path = PARTS_DIR) -> int:
+    """Add the rows every worker left to this process's (the controller's); how many."""
+    merged = 0
+    for part in sorted(parts.glob("*.json")):
+        for row in json.loads(part.read_text(encoding="utf-8")):
+            scenario = Scenario(**row)
+            with _lock:
+                _rows[:] = [
+                    r for r in _rows if (r.name, r.store) != (scenario.name, scenario.store)
+                ]
+                _rows.append(scenario)
+            merged += 1
+    return merged
