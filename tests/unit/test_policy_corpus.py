@@ -10,10 +10,8 @@ asserted one per test, each failure naming the per-kind figures to fix.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from functools import lru_cache
@@ -26,6 +24,7 @@ import pytest
 from memvault.policy.pii import find_pii
 from memvault.policy.secrets import find_secrets
 from tests.support import reliability
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 CORPUS_PATH = ROOT / "tests" / "data" / "policy_corpus.json"
@@ -75,16 +74,7 @@ def items(label: str | None = None) -> list[Item]:
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_policy_corpus", GENERATOR_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    # Dataclasses look their module up in sys.modules while the class is made.
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return load_script(GENERATOR_PATH, "make_policy_corpus")
 
 
 # --- the corpus itself -------------------------------------------------------------------

@@ -4,27 +4,17 @@ marked row that meets its target fails too, so the mark cannot outlive the gap."
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 
 
 def _script() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "reliability_script", ROOT / "scripts" / "reliability.py"
-    )
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return load_script(ROOT / "scripts" / "reliability.py", "reliability_script")
 
 
 def _row(name: str, violations: int, **details: Any) -> dict[str, Any]:

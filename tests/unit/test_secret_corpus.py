@@ -12,10 +12,8 @@ most 2% on benign text that looks like a secret. The figures go to
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import math
-import sys
 from collections import Counter
 from functools import cache
 from pathlib import Path
@@ -27,6 +25,7 @@ import pytest
 from memvault.policy.secrets import find_secrets
 from tests.support import reliability
 from tests.support import secret_corpus as corpus
+from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]
 GENERATOR_PATH = ROOT / "scripts" / "make_secret_corpus.py"
@@ -77,15 +76,7 @@ MIN_STRUCTURED = 0.1
 
 
 def generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("make_secret_corpus", GENERATOR_PATH)
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    try:
-        spec.loader.exec_module(module)
-    finally:
-        del sys.modules[spec.name]
-    return module
+    return load_script(GENERATOR_PATH, "make_secret_corpus")
 
 
 @cache
