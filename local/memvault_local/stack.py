@@ -285,18 +285,6 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
             "Try it: no token is printed here, as this output is not a terminal (set "
             "MEMVAULT_SHOW_CREDENTIALS=1 to print one); mint one with the command below.\n\n"
         )
-    out.write(
-        f"memvault {__version__}: local stack\n"
-        f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
-        f"  store                    {local.backend}\n"
-        f"  recall                   {_search_line(local.settings)}\n"
-        f"  dev signing key          {key.path}\n"
-        f"  console                  {_console_line(url, sign_in_key, shown, home)}\n\n"
-        f"{try_it}"
-        f"More tokens: memvault dev-token --tenant {LOCAL_TENANT} --subject {LOCAL_SUBJECT}\n"
-        "Ctrl-C stops everything.\n"
-    )
-    out.flush()
 
     def _stop(signum: int, frame: Any) -> None:
         raise KeyboardInterrupt
@@ -304,7 +292,20 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     signal.signal(signal.SIGTERM, _stop)
     # Started in the background by a script, SIGINT may arrive ignored; Ctrl-C must stop us.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    # Handlers first, then the banner: whoever reads it may stop us at once.
     try:
+        out.write(
+            f"memvault {__version__}: local stack\n"
+            f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
+            f"  store                    {local.backend}\n"
+            f"  recall                   {_search_line(local.settings)}\n"
+            f"  dev signing key          {key.path}\n"
+            f"  console                  {_console_line(url, sign_in_key, shown, home)}\n\n"
+            f"{try_it}"
+            f"More tokens: memvault dev-token --tenant {LOCAL_TENANT} --subject {LOCAL_SUBJECT}\n"
+            "Ctrl-C stops everything.\n"
+        )
+        out.flush()
         api.serve_forever()
     except KeyboardInterrupt:
         pass

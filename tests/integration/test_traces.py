@@ -291,7 +291,7 @@ def test_a_readers_own_recall_trace_gives_no_reason_for_a_fact_it_may_not_read(
             a_write(request_id=key, canonical_key=key, scope={}, **extra),
         )
     rig.sync()
-    reader = ctx()  # internal ceiling, no agent role
+    reader = ctx(agent_role="planner")  # internal ceiling, a role outside the list
     served = rig.services.recall.recall(
         reader, "u-1", RecallRequest(query="home-address payroll-bank")
     )
