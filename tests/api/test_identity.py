@@ -167,6 +167,9 @@ BAD = {
     "no tenant": lambda i: i.token(drop=("tenant_id",)),
     "malformed tenant": lambda i: i.token(tenant_id="a#b"),
     "secret clearance": lambda i: i.token(max_sensitivity="secret"),
+    # A fresh probe: a blank role was read as a person's token (user_confirmed, confirm).
+    "blank agent role": lambda i: i.token(agent_role=""),
+    "whitespace agent role": lambda i: i.token(agent_role="  "),
     "HS256 with the public key": lambda i: jwt.encode(
         {"sub": "x", "tenant_id": "acme"}, "shared-secret-of-32-bytes-or-more!!", algorithm="HS256"
     ),

@@ -75,6 +75,12 @@ PII = {
     "card number": "card 4111 1111 1111 1111 expires soon",
     "US SSN": "ssn 123-45-6789",
     "PRC resident id": "身份证 11010519491231002X",
+    # A fresh probe: each was stored as public and served to public readers.
+    "SSN without separators, named": "SSN 219099999 on the W-2 form",
+    "social security number, bare": "social security number 536221234",
+    "e-mail spelled with at and dot": "maria dot gonzalez84 at gmail dot com",
+    "e-mail with bracketed at": "jane[at]example[dot]org",
+    "e-mail percent-encoded": "contact jane.doe%40example.com",
 }
 
 
@@ -100,6 +106,8 @@ def test_personal_data_with_consent_is_classified_pii(text: str) -> None:
         "prefers Chinese for internal docs and English for external API docs",
         "card 4111 1111 1111 1112 fails the Luhn check",
         "身份证格式示例 110105194912310021 校验位错误",
+        "we work at example dot com these days",
+        "order 536221234 shipped, progress 100%40 done",
     ],
 )
 def test_ordinary_text_is_not_classified_as_personal_data(text: str) -> None:

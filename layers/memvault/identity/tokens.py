@@ -142,6 +142,14 @@ class TokenVerifier:
                 "from iat to exp at most); get a shorter-lived token",
                 {"max_lifetime_seconds": self.max_lifetime},
             )
+        if isinstance(payload.get("agent_role"), str) and not payload["agent_role"].strip():
+            # A blank role is no role's absence: read as one, it would make an agent's token
+            # a person's (who may confirm, claim user_confirmed, read any visibility list).
+            raise Unauthorized(
+                "the token's claims are missing or malformed: agent_role (leave it out for "
+                "a person's token; an agent's names its role)",
+                {"claim": "agent_role"},
+            )
         claims = Claims.parse(payload)
         self.verified.put(token, float(payload["exp"]), claims)
         return claims

@@ -14,6 +14,7 @@ from __future__ import annotations
 import ipaddress
 import re
 import threading
+import urllib.parse
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -24,6 +25,29 @@ from memvault.policy.secret_patterns import normalise
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
 _SSN = re.compile(r"(?<!\d)(?!000|666|9\d\d)\d{3}([- ])(?!00)\d{2}\1(?!0000)\d{4}(?!\d)")
+#: Nine digits with no separators, named as an SSN (bare, they are any number).
+_SSN_NAMED = re.compile(
+    r"(?i)(?:\bssn\b|social[ -]security(?: number| no\.?| #)?|社会安全号(?:码)?)"
+    r"[^0-9A-Za-z\n]{0,12}(?:is |was |of |number |no\.? )?(?:[^0-9A-Za-z\n]{0,4})"
+    r"(?<!\d)(?!000|666|9\d\d)\d{3}(?!00)\d{2}(?!0000)\d{4}(?!\d)"
+)
+#: An e-mail address spelled out against scrapers: ``jane [at] example [dot] org``,
+#: ``maria dot gonzalez at gmail dot com``, ``li(at)example(dot)cn``.
+_AT = r"(?:\s*[\[({<]\s*at\s*[\])}>]\s*|\s+at\s+)"
+_DOT = r"(?:\s*[\[({<]\s*dot\s*[\])}>]\s*|\s+dot\s+|\.)"
+_BRACKETED_AT = re.compile(r"(?i)[\[({<]\s*at\s*[\])}>]")
+_MAIL_CUE = re.compile(r"(?i)\b(?:e-?mail|mail(?:box)?|inbox|address|write to)\b|邮箱|邮件|电邮")
+_EMAIL_SPELLED = re.compile(
+    r"(?i)\b[a-z0-9_%+-]+(?:"
+    + _DOT
+    + r"[a-z0-9_%+-]+)*"
+    + _AT
+    + r"[a-z0-9-]+(?:"
+    + _DOT
+    + r"[a-z0-9-]+)*"
+    + _DOT
+    + r"(?:com|org|net|edu|gov|io|co|cn|uk|de|fr|jp|info|me|ai|dev|us|ca|au|in|hk|tw|sg)\b"
+)
 _PRC_ID = re.compile(r"(?<![0-9A-Za-z])\d{17}[\dXx](?![0-9A-Za-z])")
 _PRC_WEIGHTS = (7, 9, 10, 5, 8, 4, 2, 1, 6, 3, 7, 9, 10, 5, 8, 4, 2)
 _PRC_CHECK = "10X98765432"
@@ -198,12 +222,32 @@ _CHECKS: tuple[tuple[str, Callable[[str], bool]], ...] = (
 )
 
 
+def _spelled_email(text: str) -> bool:
+    """An address written around scrapers (``[at]``, `` at ... dot ``), or percent-encoded
+    (``%40``). A plain one is ``_EMAIL``'s."""
+    if "%40" in text and _EMAIL.search(urllib.parse.unquote(text)):
+        return True
+    for found in _EMAIL_SPELLED.finditer(text):
+        spelled = found.group()
+        if "@" in spelled:
+            continue
+        if _BRACKETED_AT.search(spelled):
+            return True
+        # " at ... dot com" is also prose ("we work at example dot com"): an address only
+        # when the mailbox looks like one or the text says it is one.
+        mailbox = re.split(r"(?i)\s+at\s+", spelled, maxsplit=1)[0]
+        if re.search(r"[0-9_]|\sdot\s|\.", mailbox) or _MAIL_CUE.search(text):
+            return True
+    return False
+
+
 def _kinds_in(text: str) -> list[str]:
     kinds = []
-    if _EMAIL.search(text):
+    if _EMAIL.search(text) or _spelled_email(text):
         kinds.append("email")
     if (
         _SSN.search(text)
+        or _SSN_NAMED.search(text)
         or _NINO.search(text)
         or any(_prc_id_ok(m.group()) for m in _PRC_ID.finditer(text))
     ):
