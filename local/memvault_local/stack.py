@@ -120,6 +120,55 @@ class _QuietHandler(WSGIRequestHandler):
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
 
+    def version_string(self) -> str:
+        """The ``Server`` header names the service, not the Python and werkzeug versions."""
+        return "memvault"
+
+    def parse_request(self) -> bool:
+        if not super().parse_request():
+            return False
+        # A request that gives both lengths is how requests are smuggled past a proxy:
+        # RFC 9112 section 6.3 lets a server refuse it, and we do.
+        if "Transfer-Encoding" in self.headers and "Content-Length" in self.headers:
+            self.send_error(400, "both Transfer-Encoding and Content-Length")
+            return False
+        return True
+
+    def send_error(self, code: int, message: str | None = None, explain: str | None = None) -> None:
+        """The API's JSON error envelope for what the HTTP layer refuses before the API sees
+        the request (a malformed request line, a URI or headers too long), never an HTML
+        page."""
+        error, text = _HTTP_ERRORS.get(code, ("validation_failed", "the request is malformed"))
+        self.log_error("code %d, message %s", code, message)
+        # A line too malformed to name its version leaves HTTP/0.9, which has no status
+        # line or headers: nobody speaks it, so the answer is HTTP/1.1's.
+        if self.request_version == "HTTP/0.9":
+            self.request_version = "HTTP/1.1"
+        self.send_response(code)
+        self.send_header("Connection", "close")
+        body = json.dumps({"error": {"code": error, "message": text, "details": {}}}).encode()
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+
+#: What the HTTP layer refuses, as the API's error codes and messages that say what to fix.
+_HTTP_ERRORS: dict[int, tuple[str, str]] = {
+    400: (
+        "validation_failed",
+        "the HTTP request is malformed: send one request line, headers, and either "
+        "Content-Length or Transfer-Encoding",
+    ),
+    408: ("validation_failed", "the request was not sent in time"),
+    413: ("payload_too_large", "the request body is too large"),
+    414: ("payload_too_large", "the URI is too long: send at most 65,536 bytes of request line"),
+    431: ("payload_too_large", "the request headers are too long or too many"),
+    501: ("validation_failed", "this HTTP method is not supported"),
+    505: ("validation_failed", "send HTTP/1.0 or HTTP/1.1"),
+}
+
 
 def _sweep_in_background(
     sweeps: list[Callable[[], int]], stop: threading.Event, after: Callable[[], None] | None = None

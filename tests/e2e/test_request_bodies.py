@@ -195,3 +195,69 @@ def test_a_body_shorter_than_its_length_is_answered_when_the_client_falls_silent
     if answer:  # an answer, when one was sent, is the API's envelope, never a 500
         status = int(answer.split(b" ", 2)[1])
         assert 400 <= status < 500, answer[:200]
+
+
+def _raw(port: int, request: bytes) -> tuple[int, dict[str, str], bytes]:
+    """Send ``request`` as is and read the answer until the server closes."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.sendall(request)
+    answer = b""
+    while piece := sock.recv(65536):
+        answer += piece
+    sock.close()
+    head, _, body = answer.partition(b"\r\n\r\n")
+    lines = head.decode("latin-1").split("\r\n")
+    headers = {}
+    for line in lines[1:]:
+        name, _, value = line.partition(":")
+        headers[name.strip().lower()] = value.strip()
+    return int(lines[0].split(" ", 2)[1]), headers, body
+
+
+@pytest.mark.parametrize(
+    ("name", "request_bytes", "status", "code"),
+    [
+        ("a garbage request line", b"NOT A REQUEST\r\n\r\n", 400, "validation_failed"),
+        (
+            "a URI of 70,000 bytes",
+            b"GET /v1/health?" + b"a" * 70_000 + b" HTTP/1.1\r\nHost: x\r\n\r\n",
+            414,
+            "payload_too_large",
+        ),
+        (
+            "150 headers",
+            b"GET /v1/health HTTP/1.1\r\nHost: x\r\n"
+            + b"".join(b"X-H%d: 1\r\n" % n for n in range(150))
+            + b"\r\n",
+            431,
+            "payload_too_large",
+        ),
+        (
+            "both Transfer-Encoding and Content-Length",
+            b"POST /v1/subjects/user-1/memories HTTP/1.1\r\nHost: x\r\n"
+            b"Content-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
+            400,
+            "validation_failed",
+        ),
+    ],
+)
+def test_what_the_http_layer_refuses_is_answered_with_the_api_envelope(
+    stack: RunningStack, name: str, request_bytes: bytes, status: int, code: str
+) -> None:
+    """A probe got werkzeug's HTML pages for a malformed request line (400), a long URI
+    (414) and too many headers (431), and a request giving both ``Transfer-Encoding`` and
+    ``Content-Length`` (the shape of request smuggling) was served. Each is now the API's
+    JSON envelope with a code and a message that says what to fix, and the second refused."""
+    got, headers, body = _raw(stack.port, request_bytes)
+    assert got == status, (name, got, body[:200])
+    assert headers["content-type"] == "application/json", name
+    error = json.loads(body)["error"]
+    assert error["code"] == code and error["message"], name
+
+
+def test_the_server_header_names_no_versions(stack: RunningStack) -> None:
+    """The ``Server`` header said ``Werkzeug/3.x Python/3.11.x``: it names the service only."""
+    status, headers, _ = _raw(
+        stack.port, b"GET /v1/health HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+    )
+    assert status == 200 and headers["server"] == "memvault"
