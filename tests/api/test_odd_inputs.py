@@ -147,6 +147,9 @@ INVISIBLE = {
     "variation selector": "\ufe0f",
     "noncharacter": "\uffff",
     "private use": "\ue000",
+    # A probe: a no-break space made "a\u00a0b" an id that reads as "a b".
+    "no-break space": "\u00a0",
+    "ideographic space": "\u3000",
 }
 EVERY_SCOPE = "memory:read memory:write memory:delete sessions:write runs:write artifacts:write"
 ARTIFACT = {
@@ -221,3 +224,57 @@ def test_control_and_bidirectional_characters_in_ids_and_tags_are_a_422_naming_t
         locations = [e["location"] for e in answer.body["error"]["details"]["errors"]]
         assert where in locations, (name, locations)
         assert char not in json.dumps(answer.body, ensure_ascii=False), name
+
+
+@pytest.mark.parametrize(
+    ("name", "body"),
+    [
+        ("a key given twice", '{"request_id": "r-dup", "consent": false, "consent": true}'),
+        ("a repeated key deep inside", '{"scope": {"w": "a", "w": "b"}}'),
+        ("NUL in a value", json.dumps(memory_body(content="before\u0000after"))),
+        ("NUL in a key", json.dumps({**memory_body(), "scope": {"w\u0000": "a"}})),
+        ("NUL in a list", json.dumps(memory_body(tags=["ok", "x\u0000y"]))),
+    ],
+)
+def test_bodies_that_read_differently_to_different_parsers_are_refused(
+    api: Any, name: str, body: str
+) -> None:
+    """A probe's body with ``consent`` given twice was read as its last value, and a NUL in
+    content was stored (where C tools, logs and terminals stop reading). Both are 422
+    ``validation_failed``, with a message that names the problem."""
+    answer = _send("POST", MEMORIES, body)
+    assert (answer.status, answer.code) == (422, "validation_failed"), (name, answer.body)
+    text = json.dumps(answer.body)
+    assert "twice" in text or "NUL" in text, (name, answer.body)
+
+
+@pytest.mark.parametrize(
+    ("field", "value"),
+    [
+        ("ttl_seconds", True),
+        ("ttl_seconds", "3600"),
+        ("ttl_seconds", 3600.0),
+        ("confidence", "0.5"),
+        ("confidence", True),
+        ("consent", 1),
+        ("consent", "true"),
+    ],
+)
+def test_numbers_and_flags_must_be_json_numbers_and_booleans(
+    api: Any, field: str, value: Any
+) -> None:
+    """``ttl_seconds: true`` was stored as 1 second and ``confidence: "0.5"`` as 0.5: a
+    client with a type bug got an answer it did not ask for. A number must be a JSON
+    number (an integer where one is counted) and a flag a JSON boolean."""
+    answer = _send("POST", MEMORIES, json.dumps(memory_body(**{field: value})))
+    assert (answer.status, answer.code) == (422, "validation_failed"), (field, value, answer.body)
+    assert field in json.dumps(answer.body), answer.body
+
+
+def test_a_well_typed_body_is_still_accepted(api: Any) -> None:
+    answer = _send(
+        "POST",
+        MEMORIES,
+        json.dumps(memory_body(request_id="r-typed", ttl_seconds=3600, confidence=1, consent=True)),
+    )
+    assert answer.status == 201, answer.body

@@ -13,6 +13,7 @@ from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memvault import __version__
+from memvault.api import json_body
 from memvault.api.errors import error_response, internal_response, validation_response
 from memvault.api.routes import (
     artifacts,
@@ -36,7 +37,7 @@ from memvault.errors import (
 from memvault.models.types import invisible_char
 from memvault.observability import logger, metrics, tracer
 
-app = APIGatewayRestResolver(enable_validation=True)
+app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_body.loads)
 # The security scheme is given where the document is built (``openapi_json``): its model
 # comes with Powertools' OpenAPI models, a large import that only that route needs.
 app.configure_openapi(

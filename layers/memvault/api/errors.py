@@ -21,16 +21,26 @@ def error_response(err: MemvaultError, headers: dict[str, str] | None = None) ->
     )
 
 
+def _problem(error: dict[str, Any]) -> dict[str, str]:
+    if error.get("type") == "json_invalid":
+        # json's own message ("Expecting ',' delimiter", a key given twice) holds no
+        # input; the character offset it came with is left out with the body.
+        reason = str((error.get("ctx") or {}).get("error") or "")
+        return {
+            "location": "body",
+            "problem": f"the body is not valid JSON: {reason}" if reason else "JSON decode error",
+            "type": "json_invalid",
+        }
+    return {
+        "location": ".".join(str(p) for p in error.get("loc", ())),
+        "problem": error.get("msg", ""),
+        "type": error.get("type", ""),
+    }
+
+
 def validation_response(errors: list[dict[str, Any]]) -> Response[Any]:
     # Input values are left out: they may hold memory content or a credential.
-    problems = [
-        {
-            "location": ".".join(str(p) for p in e.get("loc", ())),
-            "problem": e.get("msg", ""),
-            "type": e.get("type", ""),
-        }
-        for e in errors
-    ]
+    problems = [_problem(e) for e in errors]
     where = ", ".join(p["location"] for p in problems[:5]) or "the request"
     return error_response(
         ValidationFailed(

@@ -24,10 +24,10 @@ class StartUpload(BaseModel):
 
     request_id: RequestId
     media_type: str = Field(min_length=3, max_length=100, pattern=r"^[\w.+-]+/[\w.+-]+$")
-    size_bytes: int = Field(ge=1)
+    size_bytes: int = Field(ge=1, strict=True)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
     name: str | None = Field(default=None, min_length=1, max_length=200)
-    retention_days: int | None = Field(default=None, ge=1, le=3650)
+    retention_days: int | None = Field(default=None, ge=1, le=3650, strict=True)
     sensitivity: Sensitivity = Sensitivity.INTERNAL
 
 

@@ -32,14 +32,14 @@ class ContextRequest(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     goal: str = Field(min_length=1, max_length=4000)
-    token_budget: int = Field(ge=64, le=1_000_000)
+    token_budget: int = Field(ge=64, le=1_000_000, strict=True)
     #: Tokens kept free for the model's answer; default: a fifth of the budget.
-    output_reserve: int | None = Field(default=None, ge=0)
+    output_reserve: int | None = Field(default=None, ge=0, strict=True)
     session_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}$")
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
     query: str | None = Field(default=None, min_length=1, max_length=2000)
     evidence: list[Evidence] = Field(default_factory=list, max_length=50)
-    memory_limit: int = Field(default=20, ge=0, le=100)
+    memory_limit: int = Field(default=20, ge=0, le=100, strict=True)
 
 
 class ContextItem(BaseModel):

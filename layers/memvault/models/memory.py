@@ -104,13 +104,13 @@ class MemoryWrite(BaseModel):
     scope: dict[ScopeKey, ScopeValue] = Field(default_factory=dict, max_length=10)
     source: Source
     sensitivity: Sensitivity = Sensitivity.INTERNAL
-    consent: bool = False
-    ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
-    confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0)
+    consent: bool = Field(default=False, strict=True)
+    ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS, strict=True)
+    confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0, strict=True)
     visibility: list[AgentRole] = Field(default_factory=list, max_length=20)
     artifact_id: ExternalId | None = Field(default=None, max_length=64)
     #: Optional compare-and-set for a canonical key: the version the caller last saw.
-    expected_version: int | None = Field(default=None, ge=1)
+    expected_version: int | None = Field(default=None, ge=1, strict=True)
 
     _content_not_blank = field_validator("content")(_no_blank)
 
@@ -133,14 +133,14 @@ class MemoryPatch(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, strict=True)
     content: str | None = Field(default=None, min_length=1, max_length=MAX_CONTENT_CHARS)
     tags: list[Tag] | None = Field(default=None, max_length=20)
     source: Source | None = None
     sensitivity: Sensitivity | None = None
-    consent: bool | None = None
-    ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS)
-    confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0)
+    consent: bool | None = Field(default=None, strict=True)
+    ttl_seconds: int | None = Field(default=None, ge=1, le=MAX_TTL_SECONDS, strict=True)
+    confidence: Confidence | None = Field(default=None, ge=0.0, le=1.0, strict=True)
     visibility: list[AgentRole] | None = Field(default=None, max_length=20)
     #: Confirming a candidate: the only status a caller may set.
     status: Literal["active"] | None = None

@@ -25,7 +25,7 @@ class RecallRequest(BaseModel):
     tags: list[Tag] = Field(default_factory=list, max_length=20)
     kinds: list[MemoryKind] = Field(default_factory=list, max_length=3)
     scope: dict[ScopeKey, ScopeValue] = Field(default_factory=dict, max_length=10)
-    limit: int = Field(default=10, ge=1, le=100)
+    limit: int = Field(default=10, ge=1, le=100, strict=True)
     #: ``hybrid`` (the default) fuses keyword and vector search; ``keyword`` and ``vector``
     #: use one of them alone (for comparisons; the same filters and checks apply).
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"

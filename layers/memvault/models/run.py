@@ -7,7 +7,7 @@ from datetime import datetime
 from enum import StrEnum
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, JsonValue, field_validator
+from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, field_validator
 
 from memvault.models.memory import Sensitivity
 from memvault.models.types import ExternalId, SubjectId, storable_number
@@ -77,7 +77,7 @@ class ArtifactRef(BaseModel):
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
 
 
-Budget = dict[str, float]
+Budget = dict[str, StrictFloat]
 
 #: A checkpoint's content: what the writer put in it, under the write policy (personal
 #: data needs consent and is classified ``pii``, the rest is ``internal``) and shown to a
@@ -127,7 +127,7 @@ class CreateRun(BaseModel):
     subject_id: SubjectId
     plan_version: str = Field(min_length=1, max_length=64)
     budget: Budget = Field(default_factory=dict, max_length=20)
-    consent: bool = Field(default=False, description=_CONSENT)
+    consent: bool = Field(default=False, description=_CONSENT, strict=True)
 
     @field_validator("budget")
     @classmethod
@@ -140,7 +140,7 @@ class Advance(BaseModel):
 
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
-    expected_version: int = Field(ge=1)
+    expected_version: int = Field(ge=1, strict=True)
     status: RunStatus
     step: str = Field(min_length=1, max_length=200)
     plan_version: str | None = Field(default=None, min_length=1, max_length=64)
@@ -148,7 +148,7 @@ class Advance(BaseModel):
     pending_approvals: list[ExternalId] | None = Field(default=None, max_length=50)
     state: dict[str, Any] | None = None
     artifact_refs: list[ArtifactRef] | None = Field(default=None, max_length=100)
-    consent: bool = Field(default=False, description=_CONSENT)
+    consent: bool = Field(default=False, description=_CONSENT, strict=True)
 
     @field_validator("state", "budget")
     @classmethod
@@ -164,7 +164,7 @@ class RecordOperation(BaseModel):
     status: OperationStatus
     result_ref: str | None = Field(default=None, min_length=1, max_length=512)
     result_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
-    consent: bool = Field(default=False, description=_CONSENT)
+    consent: bool = Field(default=False, description=_CONSENT, strict=True)
 
 
 #: The event types with an effect on the run; any other type is recorded and changes

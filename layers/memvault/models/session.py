@@ -31,7 +31,7 @@ class AppendMessage(BaseModel):
     #: The subject's consent to keep personal data in this message (as for long-term
     #: memory: a message with personal data is refused without it, classified ``pii``
     #: with it).
-    consent: bool = False
+    consent: bool = Field(default=False, strict=True)
 
     @field_validator("content")
     @classmethod
@@ -47,10 +47,10 @@ class PutSummary(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     content: str = Field(min_length=1, max_length=MAX_MESSAGE_CHARS)
-    from_seq: int = Field(ge=1)
-    through_seq: int = Field(ge=1)
-    ttl_seconds: int | None = Field(default=None, ge=60, le=30 * 86_400)
-    consent: bool = False
+    from_seq: int = Field(ge=1, strict=True)
+    through_seq: int = Field(ge=1, strict=True)
+    ttl_seconds: int | None = Field(default=None, ge=60, le=30 * 86_400, strict=True)
+    consent: bool = Field(default=False, strict=True)
 
 
 class Message(BaseModel):

@@ -7,7 +7,8 @@ not contain ``#`` or ``/``: that keeps key prefixes unambiguous for IAM
 Ids, keys and tags a caller chooses freely (request ids, canonical keys, tags, scope
 values, references) hold no invisible characters (``visible``): no C0 or C1 control, no
 bidirectional embedding, override, isolate or mark, no zero-width or other format
-character, no line or paragraph separator, no lone surrogate. Each makes an id look like
+character, no line or paragraph separator, no lone surrogate, no space but U+0020 (a
+no-break or ideographic space reads as a plain one). Each makes an id look like
 another, or read backwards, in a log, a console or an assembled prompt, or ends a line
 where none is seen.
 """
@@ -36,13 +37,21 @@ def _variation_selector(ch: str) -> bool:
     return 0xFE00 <= code <= 0xFE0F or 0xE0100 <= code <= 0xE01EF
 
 
+def _look_alike_space(ch: str) -> bool:
+    """A space other than U+0020 (no-break, ideographic, thin, ...): it looks like a plain
+    space, so ``a\u00a0b`` and ``a b`` are two ids that read the same."""
+    return ch != " " and unicodedata.category(ch) == "Zs"
+
+
 def invisible_char(value: str) -> str | None:
     """The first character of ``value`` that may not be in an id, or ``None``."""
     return next(
         (
             ch
             for ch in value
-            if unicodedata.category(ch) in INVISIBLE_CATEGORIES or _variation_selector(ch)
+            if unicodedata.category(ch) in INVISIBLE_CATEGORIES
+            or _variation_selector(ch)
+            or _look_alike_space(ch)
         ),
         None,
     )
@@ -55,7 +64,7 @@ def visible(value: str) -> str:
     if found is not None:
         raise ValueError(
             "must not contain control, bidirectional or other invisible formatting "
-            f"characters (found U+{ord(found):04X})"
+            f"characters, or spaces other than U+0020 (found U+{ord(found):04X})"
         )
     return value
 
