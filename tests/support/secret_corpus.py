@@ -45,7 +45,9 @@ PARTS = {
     "tuning": DATA / "secret_corpus_tuning.json",
     "seen": DATA / "secret_corpus_seen.json",
     "tuning_b": DATA / "secret_corpus_tuning_b.json",
+    "tuning_c": DATA / "secret_corpus_tuning_c.json",
     "heldout": DATA / "secret_corpus_heldout.json",
+    "heldout_b": DATA / "secret_corpus_heldout_b.json",
 }
 LABELS = ("secret", "benign")
 LANGS = ("en", "zh")

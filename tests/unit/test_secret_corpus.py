@@ -32,29 +32,48 @@ GENERATOR_PATH = ROOT / "scripts" / "make_secret_corpus.py"
 REPORT_PATH = ROOT / "build" / "secret_corpus.json"
 PROMPT_PATH = ROOT / "tests" / "data" / "secret_corpus_heldout.prompt.md"
 
-RECALL_TARGET = {"tuning": 0.99, "seen": 0.99, "tuning_b": 0.99, "heldout": 0.97}
+RECALL_TARGET = {
+    "tuning": 0.99,
+    "seen": 0.99,
+    "tuning_b": 0.99,
+    "tuning_c": 0.99,
+    "heldout": 0.97,
+    "heldout_b": 0.97,
+}
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
-#: The held-out part, written apart from the detector (tests/data/
+#: The held-out parts, each written apart from the detector (tests/data/
 #: secret_corpus_heldout.prompt.md) by a helper that saw neither the detector nor the
-#: tuning parts. Measured (figures only, never its items) after each of two tuning rounds:
-#: on the detector tuned on ``tuning`` and ``seen``, recall 0.952 and false positives 3.1%;
-#: after a round tuned on ``tuning_b`` (written independently, like this part), recall
-#: 0.962 (en 0.956, zh 0.968, run state 0.991) and false positives 1.9% (en 2.1%, zh
-#: 1.7%). The detector before both rounds scored 0.894 and 5.0% on it. (``seen`` is the
-#: earlier held-out part, 0.889 and 5.0% when first measured; its misses were read, so it
-#: became tuning material.) Three items the same as items of a tuning part were dropped.
-#: The rows below target are expected to fail (strict: one that passes fails the run, so
-#: its mark goes with the improvement), and the reliability check reports them as the open
-#: gap of issue 29. The detector must not be tuned on this part: once its misses are read,
-#: it joins the tuning parts and a newly written part takes its place.
+#: tuning parts, and measured by figures only, never read.
+#:
+#: ``heldout``: on the detector tuned on ``tuning`` and ``seen``, recall 0.952 and false
+#: positives 3.1%; after a round tuned on ``tuning_b``, 0.962 and 1.9%; after a round tuned
+#: on ``tuning_c``, 0.966 (en 0.960, zh 0.974) and 1.9% (en 2.1%, zh 1.7%). The detector
+#: before the three rounds scored 0.894 and 5.0% on it.
+#:
+#: ``heldout_b``: written for the ``tuning_c`` round and first measured after it: recall
+#: 0.950 (en 0.947, zh 0.955), false positives 2.0% (en 3.0%, zh 0.7%).
+#:
+#: (``seen`` is an earlier held-out part, 0.889 and 5.0% when first measured; its misses
+#: were read, so it became tuning material.) Items the same as items of an earlier part
+#: were dropped. The rows below target are expected to fail (strict: one that passes fails
+#: the run, so its mark goes with the improvement), and the reliability check reports them
+#: as the open gap of issue 29. The detector must not be tuned on a held-out part: once its
+#: misses are read, it joins the tuning parts and a newly written part takes its place.
 HELDOUT_OPEN_ISSUE: int | None = 29
-HELDOUT_BELOW_TARGET = {
-    ("recall", "all"),
-    ("recall", "en"),
-    ("recall", "zh"),
-    ("false_positives", "en"),
+HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {
+    "heldout": {("recall", "all"), ("recall", "en"), ("false_positives", "en")},
+    "heldout_b": {
+        ("recall", "all"),
+        ("recall", "en"),
+        ("recall", "zh"),
+        ("false_positives", "en"),
+    },
 }
+
+
+def _below(part: str, what: str, lang: str) -> bool:
+    return bool(HELDOUT_OPEN_ISSUE) and (what, lang) in HELDOUT_BELOW_TARGET.get(part, set())
 
 
 def _cases(what: str, langs: tuple[str, ...]) -> list[Any]:
@@ -63,9 +82,7 @@ def _cases(what: str, langs: tuple[str, ...]) -> list[Any]:
         strict=True, reason="held-out part below target (issue 29 stays open); see above"
     )
     return [
-        pytest.param(part, lang, marks=mark)
-        if part == "heldout" and HELDOUT_OPEN_ISSUE and (what, lang) in HELDOUT_BELOW_TARGET
-        else (part, lang)
+        pytest.param(part, lang, marks=mark) if _below(part, what, lang) else (part, lang)
         for part in sorted(corpus.PARTS)
         for lang in langs
     ]
@@ -135,17 +152,16 @@ def test_each_part_covers_both_languages_and_structured_fields(part: str) -> Non
     assert structured >= MIN_STRUCTURED, f"{part}: {structured:.0%} of secrets structured"
 
 
-def test_the_parts_share_no_item() -> None:
-    _need("heldout")
+@pytest.mark.parametrize("held_out", [p for p in sorted(corpus.PARTS) if p.startswith("heldout")])
+def test_a_held_out_part_shares_no_item_with_another_part(held_out: str) -> None:
+    _need(held_out)
     seen = {
         json.dumps(item.get("text", item.get("value")))
         for part in corpus.PARTS
-        if part != "heldout" and corpus.exists(part)
+        if part != held_out and corpus.exists(part)
         for item in items(part)
     }
-    shared = [
-        i["id"] for i in items("heldout") if json.dumps(i.get("text", i.get("value"))) in seen
-    ]
+    shared = [i["id"] for i in items(held_out) if json.dumps(i.get("text", i.get("value"))) in seen]
     assert not shared
 
 
@@ -154,7 +170,7 @@ def test_the_parts_share_no_item() -> None:
 
 @pytest.fixture(scope="module")
 def report() -> dict[str, Any]:
-    """Both parts measured once; written to build/secret_corpus.json."""
+    """Every part measured once; written to build/secret_corpus.json."""
     figures: dict[str, Any] = {
         "targets": {"recall_min": RECALL_TARGET, "false_positives_max": FALSE_POSITIVE_TARGET}
     }
@@ -175,8 +191,7 @@ def _record(part: str, figures: dict[str, Any]) -> None:
     target = RECALL_TARGET[part]
 
     def gap(what: str, lang: str) -> dict[str, Any]:
-        marked = part == "heldout" and HELDOUT_OPEN_ISSUE and (what, lang) in HELDOUT_BELOW_TARGET
-        return {"open_issue": HELDOUT_OPEN_ISSUE} if marked else {}
+        return {"open_issue": HELDOUT_OPEN_ISSUE} if _below(part, what, lang) else {}
 
     secret, benign = figures["secret"], figures["benign"]
     for lang in ("all", "en", "zh", "structured"):

@@ -392,3 +392,57 @@ def test_a_bootstrap_token_of_random_letters_in_run_state_is_refused() -> None:
 def test_twelve_bip39_words_alone_are_still_a_seed_phrase() -> None:
     words = "biology cinnamon blanket badge advance abstract barrel armor bicycle absorb achieve"
     assert find_secrets([("content", words + " cement")])
+
+
+#: Issue 29, item 3: what a fourth, independently written tuning part (``tuning_c``) found
+#: missed, one per rule that now finds it (each written here anew, not copied from it).
+FOURTH_SECRETS = [
+    "sourcegraph token for the bot: sgp_" + _body(_HEX, 16, 31) + "_" + _body(_HEX, 40, 32),
+    "redis.conf on the cache box has requirepass Vq8#Lm2zTe",  # a server's own name
+    "slapd: bindpw = Gr4nite&Moss!7",
+    "monitoring uses community string 'k3Ys!northgate' on every switch",
+    "mail relay: smtp.example.net, app password wxyz abcd qrst lmno",  # four groups of four
+    "my debit card PIN, the one I always forget, it's 7306",  # "it's" after a clause
+    "Authy backup codes, hold on to them: 5830 1927, 6641 0382",  # a colon after a clause
+    'bitcoin-cli walletpassphrase "copper meadow silently ninety" 300',  # a quoted phrase
+    "家里 Wi-Fi 密码：《Qiao_Home!2025》，别外传",  # in book-title brackets
+]
+
+FOURTH_BENIGN = [
+    "A TLS bundle holds -----BEGIN CERTIFICATE----- blocks; a key file says BEGIN PRIVATE KEY",
+    "ssh-keygen -t ed25519 writes the private key id_ed25519 and the public id_ed25519.pub",
+    "Pin the runtime image: node:20-alpine@sha256:" + _body(_HEX, 64, 33),
+    "DeepSeek 的密钥以 sk- 开头；新版密钥是 sk-proj-；另一家的是 sk-ant-。",
+    "The Bitcoin wiki's WIF example 5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dJ1jvhTVqvbTLvyTJ is public",
+    "my password manager settings, for the record: autofill enabled",
+]
+
+
+@pytest.mark.parametrize("text", FOURTH_SECRETS)
+def test_a_credential_a_fourth_corpus_missed_is_found(text: str) -> None:
+    assert find_secrets([("content", text)]), text
+
+
+@pytest.mark.parametrize("text", FOURTH_BENIGN)
+def test_a_look_alike_a_fourth_corpus_flagged_is_not_a_credential(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ({"cache": {"host": "10.0.0.5", "requirepass": "Rz7!kLm20q"}}, True),
+        (
+            {"记录": [{"类型": "生日", "内容": "5月2日"}, {"类型": "门禁密码", "内容": "4417"}]},
+            True,
+        ),
+        ({"item": "wifi password", "value": "Lantern#88x"}, True),
+        ({"credentials": {"source": "instance-metadata", "role": "app-runner-role"}}, False),
+        ({"supabase": {"service_role_key": "eyJhbGciOiJIUzI1NiJ9." + _body(_A62, 80, 34)}}, True),
+        ({"记录": [{"类型": "生日", "内容": "5月2日"}]}, False),
+    ],
+)
+def test_a_secret_named_by_a_sibling_field_or_a_server_option_is_refused(
+    value: object, refused: bool
+) -> None:
+    assert bool(find_secrets(structured_fields(value, "state"))) is refused

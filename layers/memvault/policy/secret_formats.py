@@ -58,6 +58,7 @@ FORMATS: tuple[Format, ...] = (
     _f("Atlassian API Token", "ATATT3", r"[A-Za-z0-9_=\-]{100,}"),
     _f("Docker Hub Token", "dckr_pat_", f"{B64U}{{27,40}}"),
     _f("Docker Hub Token", "dckr_oat_", f"{B64U}{{27,40}}"),
+    _f("Sourcegraph Access Token", "sgp_", f"(?:{HEX}{{16}}_)?{HEX}{{40}}"),
     _f("NPM Token", "npm_", f"{A62}{{36}}"),
     _f("PyPI Token", "pypi-AgE", f"{B64U}{{50,}}"),
     _f("RubyGems Token", "rubygems_", f"{HEX}{{48}}"),

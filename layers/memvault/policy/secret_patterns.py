@@ -81,7 +81,10 @@ def _group(m: re.Match[str], line: str, name: str) -> str:
     return line[start:end] if start >= 0 else ""
 
 
-_QUOTES = "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f\u00ab\u00bb"
+_QUOTES = (
+    "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f\u00ab\u00bb"
+    "\u300a\u300b\u3008\u3009\u3010\u3011"
+)
 
 
 def _unquote(value: str) -> str:
@@ -97,7 +100,7 @@ def _first_word(rest: str) -> str:
     """The value a sentence gives: a quoted string, else its next word."""
     rest = rest.lstrip()
     if rest[:1] in _QUOTES:
-        close = re.search(r"[\"'`\u201d\u2019\u300d\u300f\u00bb]", rest[1:])
+        close = re.search(r"[\"'`\u201d\u2019\u300d\u300f\u00bb\u300b\u3009\u3011]", rest[1:])
         if close:
             return rest[1 : close.start() + 1]
     word = rest.split(maxsplit=1)[0] if rest.strip() else ""
@@ -223,6 +226,46 @@ def _prose(m: re.Match[str], line: str) -> bool:
 _WORD_BEFORE = re.compile(r"([a-z][a-z0-9]*)[\s_.-]*$")
 
 
+#: Words between a secret's name and its value that say the value is not the secret.
+_GAP_NOT = frozenset(
+    {
+        *("not", "no", "never", "don't", "dont", "doesn't", "isn't", "wasn't", "without"),
+        *("forgot", "forgotten", "lost", "wrong", "incorrect", "old", "previous"),
+        *("example", "examples", "sample", "tutorial", "docs", "documentation", "hint"),
+        *("how", "what", "why", "where", "which", "whether", "if"),
+        # Words that make it a fact about the secret ("PIN length for new cards: 6").
+        *("length", "count", "policy", "policies", "rule", "rules", "rotation", "rotated"),
+        *("expiry", "expires", "expired", "manager", "reset", "id", "hash", "hashed"),
+        *("format", "pattern", "field", "type", "requirements", "strength", "complexity"),
+        *("limit", "min", "max", "minimum", "maximum", "digits", "characters", "chars"),
+        *("attempts", "retries", "tries", "prefix", "suffix", "public"),
+    }
+)
+
+
+def _gapped(m: re.Match[str], line: str) -> bool:
+    """ "my card PIN, next time I ask, it's 5924", "backup codes, keep them for me: 4829
+    1037, ...": a name, a few words of the same clause, then the value after "it's" or a
+    colon. The words between must not make the value something else."""
+    name = _group(m, line, "k")
+    words = re.findall(r"[a-z']+", m.group("gap"))
+    if _GAP_NOT.intersection(words):
+        return False
+    before = _words_before(m.string, m.start(), count=4)
+    if _NOT_ANYONES.intersection(before[-2:]) or "public" in before:
+        return False  # "the JWKS public key for token verification: {...}"
+    kind = name_kind(name)
+    if kind in (None, Kind.WEAK):
+        return False
+    rest = _group(m, line, "rest")
+    if kind is Kind.PIN and not _DIGITS_FIRST.match(rest):
+        return False  # "Pin the base image: python:3.12@sha256:...": the verb
+    return _judge(name, rest, prose=True, kind=kind)
+
+
+_DIGITS_FIRST = re.compile(r"\s*[\"'`]?\d[\d\s#*,-]{3,}")
+
+
 def _near_name(m: re.Match[str], line: str) -> bool:
     """A random value right after a secret's name, unless the word before the name says
     it is no secret ("public key MIIB...", "next token ...")."""
@@ -286,9 +329,18 @@ def _reverse(m: re.Match[str], line: str) -> bool:
 def _strict(m: re.Match[str], line: str) -> bool:
     """For a value with no ``is`` or ``:`` before it ("password Xy7!..."): it must hold
     a digit or a symbol, so that "password manager" or "password Reset" pass."""
+    if "quote" in m.re.groupindex and m.group("quote"):
+        # 'walletpassphrase "amber lantern quietly forty"': a quoted phrase is one value.
+        close = line.find(_CLOSING.get(m.group("quote"), m.group("quote")), m.start("v"))
+        quoted = line[m.start("v") : close] if close > 0 else ""
+        if " " in quoted and looks_secret(quoted, prose=False, kind=Kind.PASSWORD):
+            return True
     value = _group(m, line, "v").strip("\"'`.,;:!?()")
     marked = any(c.isdigit() for c in value) or any(not c.isalnum() for c in value)
     return marked and looks_secret(value, prose=True)
+
+
+_CLOSING = {"\u201c": "\u201d", "\u2018": "\u2019", "«": "»"}
 
 
 def _value(group: str, *, prose: bool) -> Callable[[re.Match[str], str], bool]:
@@ -541,7 +593,10 @@ def _zh(m: re.Match[str], line: str) -> bool:
     before = line[max(0, m.start() - 8) : m.start()] + m.group("gap")
     if kind is Kind.PASSWORD and _ZH_PIN_CONTEXT.search(before):
         kind = Kind.PIN  # "银行卡的密码是 4821": a card's PIN
-    return kind is not None and _judge(name, _group(m, line, "rest"), prose=False, kind=kind)
+    # A full-width semicolon (ASCII after NFKC) ends a Chinese clause: "新版项目密钥是
+    # sk-proj-;Anthropic 的是 sk-ant-" gives a prefix, then another clause.
+    rest = _group(m, line, "rest").split(";", 1)[0]
+    return kind is not None and _judge(name, rest, prose=False, kind=kind)
 
 
 #: A quoted phrase inside the words between a name and its value (the question a
@@ -701,6 +756,26 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "Secret In Prose",
         re.compile(
+            rf"{_NAME_START}(?P<k>{_EN_NAMES})\b(?P<gap>[^.!?\n:=;]{{1,40}}?)"
+            r"(?:(?:,\s*|\s+)(?:it'?s|it\s+is|they'?re|they\s+are)\s+|:\s*)"
+            r"(?P<rest>[^\n]{1,400})"
+        ),
+        _gapped,
+        needs=_EN_NEEDS,
+        folded=True,
+    ),
+    Pattern(
+        # "app password tqvx mplr hwzd kacn": Google's and Apple's app passwords, shown as
+        # four groups of four letters.
+        "Secret In Prose",
+        re.compile(r"\bapp[ -]?(?:specific[ -])?password\b[\s:=\-]*(?P<rest>[^\n]{19,80})"),
+        lambda m, line: bool(_APP_PASSWORD.match(_group(m, line, "rest"))),
+        needs=("password",),
+        folded=True,
+    ),
+    Pattern(
+        "Secret In Prose",
+        re.compile(
             rf"{_NAME_START}(?P<k>{_EN_NAMES})\b{_QUALIFIER}{_LINK}(?P<rest>[^\n]{{1,400}})"
         ),
         _prose,
@@ -734,11 +809,13 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "Secret In Prose",
         re.compile(
-            r"\b(?:[a-z]{2,12}(?=pass(?:word|wd)))?(?:password|passphrase|passcode|pass|pwd|pw"
-            r"|contraseña|clave|passwort|mot de passe)\s+[\"'\u201c\u2018`«]?(?P<v>\S+)"
+            r"\b(?:[a-z]{2,12}(?=pass(?:word|wd|phrase)))?(?:password|passphrase|passcode|pass"
+            r"|pwd|pw|contraseña|clave|passwort|mot de passe|community string|requirepass"
+            r"|masterauth|bindpw)\s+"
+            r"(?P<quote>[\"'\u201c\u2018`«]?)(?P<v>\S+)"
         ),
         _strict,
-        needs=("pass", "pwd", "pw", "contrase", "clave", "mot de passe"),
+        needs=("pass", "pwd", "pw", "contrase", "clave", "mot de passe", "community", "auth"),
         folded=True,
     ),
     Pattern(

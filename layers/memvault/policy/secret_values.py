@@ -48,6 +48,8 @@ _PASSWORD_WORDS = frozenset(
         *("password", "passwd", "pwd", "pass", "pw", "passwort", "kennwort", "contraseña"),
         *("contrasena", "senha", "motdepasse", "mdp", "пароль", "pword", "passphrase"),
         *("psk", "wpapsk", "wpakey"),
+        # Servers' own names for theirs: Redis, OpenLDAP, an SNMP community string.
+        *("requirepass", "masterauth", "bindpw", "rootpw", "communitystring"),
     }
 )
 _PIN_WORDS = frozenset(
@@ -138,6 +140,9 @@ _NEGATORS = frozenset(
         *("publishable",),
     }
 )
+#: Words that make a name about something else only as its last word:
+#: ``credentials.role`` names a role, ``service_role_key`` a key.
+_LAST_NEGATORS = frozenset({"role", "roles", "profile", "principal", "source"})
 #: Words a name may carry after its decisive word without changing it (``password_prod``).
 _NEUTRAL = frozenset(
     {
@@ -211,7 +216,7 @@ def name_kind(name: str) -> Kind | None:
     for i in range(len(words) - 1, -1, -1):
         word = words[i]
         before = words[i - 1] if i else ""
-        if word in _NEGATORS:
+        if word in _NEGATORS or (i == len(words) - 1 and word in _LAST_NEGATORS):
             return None
         if word in _PIN_WORDS or word == "combination":
             return Kind.PIN
@@ -351,6 +356,12 @@ _PATH = re.compile(
 #: Where a secret manager keeps a secret: "secret/prod/db", "prod/payments/stripe-key".
 _STORE_PATH = re.compile(r"^/?[a-z][a-z0-9_\-.]*(?:/[a-z][a-z0-9_\-.]*)+/?$")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+#: A key's file, named rather than shown: ``id_ed25519``, ``id_rsa.pub``, ``deploy.pem``.
+_KEY_FILE = re.compile(
+    r"^(?:[~./\w-]*/)?(?:id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?(?:\.pub)?"
+    r"|[\w.-]+\.(?:pem|key|pub|ppk|p12|pfx|jks|keystore|kdbx|asc|gpg|crt|cer|der|csr))$",
+    re.IGNORECASE,
+)
 #: A value made of lower-case words joined by punctuation: a phrase of the sentence
 #: ("case-sensitive", "header.payload.signature"), not a random token.
 _WORD_COMPOUND = re.compile(r"^[a-z]{2,}(?:[-_.][a-z]{2,})+$")
@@ -373,7 +384,10 @@ _STOPWORDS = frozenset(
         *("before", "until", "since", "during", "via", "per", "these", "those", "again"),
     }
 )
-_TRIM = "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f()[]<>{}.,;:!?\u3002\uff0c"
+_TRIM = (
+    "\"'`\u201c\u201d\u2018\u2019\u300c\u300d\u300e\u300f()[]<>{}.,;:!?\u3002\uff0c"
+    "\u300a\u300b\u3008\u3009\u3010\u3011"
+)
 
 
 def entropy(value: str) -> float:
@@ -468,6 +482,9 @@ KNOWN_EXAMPLES = frozenset(
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS's secret access key example
         # Azurite's and the Azure Storage Emulator's well-known development account key.
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+        # The Bitcoin wiki's wallet import format example, and the key it encodes.
+        "5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dJ1jvhTVqvbTLvyTJ",
+        "0C28FCA386C7A227600B2FE50B7CAE11EC86D3BF1FBE471BE89827E19D72AA1D",
     }
 )
 
@@ -513,6 +530,7 @@ def _not_a_value(value: str) -> bool:
         or (_URL.match(value) and "@" not in value)
         or _TECH_TERM.match(value)
         or _STORE_PATH.match(value)
+        or _KEY_FILE.match(value)
     )
 
 

@@ -44,8 +44,14 @@ def structured(value: Any, path: str) -> list[tuple[str, str]]:
     return out
 
 
-_NAME_KEYS = ("name", "key", "id", "label", "field", "variable", "var", "parameterkey", "k")
-_VALUE_KEYS = ("value", "val", "secret", "parametervalue", "data", "v", "content")
+_NAME_KEYS = (
+    *("name", "key", "id", "label", "field", "variable", "var", "parameterkey", "k", "type"),
+    *("kind", "item", "类型", "名称", "名字", "项目", "标签", "字段", "种类"),
+)
+_VALUE_KEYS = (
+    *("value", "val", "secret", "parametervalue", "data", "v", "content"),
+    *("内容", "值", "数值", "数据"),
+)
 
 
 _PLAIN_KEY = re.compile(r"[\w\- .$@]{1,40}")
@@ -111,13 +117,15 @@ def _walk(
 def _name_value_pair(value: dict[Any, Any], path: str, out: list[tuple[str, str]]) -> None:
     """``{"name": "DB_PASSWORD", "value": "..."}``: the name is in a field of its own."""
     lowered = {str(k).lower(): (str(k), v) for k, v in value.items()}
-    name = next((lowered[k][1] for k in _NAME_KEYS if k in lowered), None)
     found = next((lowered[k] for k in _VALUE_KEYS if k in lowered), None)
-    if not isinstance(name, str) or found is None or isinstance(found[1], bool):
+    if found is None or isinstance(found[1], bool) or not isinstance(found[1], str | int | float):
         return
-    if isinstance(found[1], str | int | float):
-        text = found[1] if isinstance(found[1], str) else _number(found[1])
-        out.append((f"{path}.{found[0]}", f"{name}: {text}"))
+    text = found[1] if isinstance(found[1], str) else _number(found[1])
+    # Each field that may name the value ({"name": "Zhang", "类型": "取款密码", "内容": ...}).
+    for key in _NAME_KEYS:
+        name = lowered.get(key, (None, None))[1]
+        if isinstance(name, str) and key != found[0].lower():
+            out.append((f"{path}.{found[0]}", f"{name}: {text}"))
 
 
 def json_lines(text: str) -> str | None:

@@ -254,7 +254,7 @@ _PEM_BLOCK = re.compile(
 _PEM_BODY = re.compile(r"[A-Za-z0-9+/=]{16,}")
 
 
-_PEM_HEADER = re.compile(r"-----BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_MENTION = re.compile(r"BEGIN [A-Z0-9 ]*PRIVATE KEY(?: BLOCK)?(?:-----)?")
 #: How far after a header without its end line a key's body must start.
 _PEM_REACH = 300
 
@@ -268,14 +268,16 @@ def _pem_templates(text: str) -> bool:
     blocks = list(_PEM_BLOCK.finditer(text))
     if any(_PEM_BODY.search(block.group("body")) for block in blocks):
         return False
-    headers = list(_PEM_HEADER.finditer(text))
-    if not headers or text.count("-----BEGIN") != len(headers):
+    # Every mention of a private key's header, with or without its dashes ("private keys
+    # use BEGIN PRIVATE KEY instead"): each must be followed by no key body.
+    mentions = list(_PEM_MENTION.finditer(text))
+    if not mentions:
         return False
-    inside = {block.start() for block in blocks}
+    inside = [(block.start(), block.end()) for block in blocks]
     return not any(
-        _PEM_BODY.search(text, header.end(), header.end() + _PEM_REACH)
-        for header in headers
-        if header.start() not in inside
+        _PEM_BODY.search(text, mention.end(), mention.end() + _PEM_REACH)
+        for mention in mentions
+        if not any(start <= mention.start() < end for start, end in inside)
     )
 
 
