@@ -81,6 +81,9 @@ PII = {
     "e-mail spelled with at and dot": "maria dot gonzalez84 at gmail dot com",
     "e-mail with bracketed at": "jane[at]example[dot]org",
     "e-mail percent-encoded": "contact jane.doe%40example.com",
+    # A fresh probe stored an address in base64 as public.
+    "e-mail in base64": "contact: bWFyaWEuZ29uemFsZXpAZXhhbXBsZS5vcmc=",
+    "e-mail in base64url, unpadded": "mailbox cm9iZXJ0LmNoZW5AbWFpbC5leGFtcGxlLmNu",
 }
 
 
@@ -108,6 +111,8 @@ def test_personal_data_with_consent_is_classified_pii(text: str) -> None:
         "身份证格式示例 110105194912310021 校验位错误",
         "we work at example dot com these days",
         "order 536221234 shipped, progress 100%40 done",
+        "image tag aGVsbG8gd29ybGQgYWdhaW4= is base64 of a greeting",
+        "trace id 4bf92f3577b34da6a3ce929d0e0e4736",
     ],
 )
 def test_ordinary_text_is_not_classified_as_personal_data(text: str) -> None:

@@ -11,6 +11,8 @@ words around them.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import ipaddress
 import re
 import threading
@@ -241,9 +243,31 @@ def _spelled_email(text: str) -> bool:
     return False
 
 
+#: A base64 or base64url run long enough to hold an address (``a@b.io`` is 8 bytes).
+_B64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{12,400}={0,2}(?![A-Za-z0-9+/=_-])")
+_MAX_DECODED = 20
+
+
+def _encoded_email(text: str) -> bool:
+    """An e-mail address written in base64 (``amFuZUBleGFtcGxlLm9yZw==``), as a probe
+    stored one to pass the classifier; what the run decodes to must be printable text."""
+    for m in list(_B64_RUN.finditer(text))[:_MAX_DECODED]:
+        run = m.group().rstrip("=")
+        padded = run + "=" * (-len(run) % 4)
+        for alphabet in (None, b"-_"):
+            try:
+                raw = base64.b64decode(padded, altchars=alphabet, validate=True)
+                decoded = raw.decode("utf-8")
+            except (binascii.Error, ValueError):
+                continue
+            if decoded.isprintable() and _EMAIL.search(decoded):
+                return True
+    return False
+
+
 def _kinds_in(text: str) -> list[str]:
     kinds = []
-    if _EMAIL.search(text) or _spelled_email(text):
+    if _EMAIL.search(text) or _spelled_email(text) or _encoded_email(text):
         kinds.append("email")
     if (
         _SSN.search(text)
