@@ -685,7 +685,10 @@ class Run:
         body = a_write(
             request_id=f"req-{self.seed}-{len(self.requests)}",
             content=f"{subject} said something about the {topic}, marker {word}",
-            canonical_key=self.rng.choice(KEYS) if self.rng.random() < 0.4 else None,
+            # An inference goes in as a memory of its own: it may not replace a fact.
+            canonical_key=(
+                self.rng.choice(KEYS) if not inferred and self.rng.random() < 0.4 else None
+            ),
             scope={},
             tags=[topic],
             source={"type": "model_inferred" if inferred else "user_statement", "ref": "r"},

@@ -13,7 +13,7 @@ import pytest
 
 from memvault.errors import MemvaultError, ProvenanceNotAllowed, ValidationFailed
 from memvault.models.access import Scope
-from memvault.models.memory import MemoryPatch, MemoryStatus, SourceType
+from memvault.models.memory import MemoryPatch, MemoryStatus, Source, SourceType
 from memvault.services.memory import MemoryService
 from tests.support.harness import ALL_SCOPES, a_write, ctx
 
@@ -91,28 +91,52 @@ def test_an_agent_cannot_confirm_its_own_inference_but_the_user_can(
     assert confirmed.status is MemoryStatus.ACTIVE
 
 
-def test_an_agents_edit_of_the_users_memory_takes_the_agents_provenance(
+def test_an_agents_unconfirmed_edit_may_not_replace_the_users_memory(
     service: MemoryService,
 ) -> None:
+    """A fresh probe: an agent's content edit of what the user confirmed took the agent's
+    provenance (``model_inferred``, a candidate) and at once superseded the user's active
+    version, so the fact stopped being recalled on a guess nobody confirmed. The edit is
+    refused, the user's version stays current, and the inference may go in as a memory of
+    its own (a candidate) or with the source it came from."""
     said = service.write(USER, "u-1", a_write(source=_source("user_confirmed"))).memory
 
+    with pytest.raises(ProvenanceNotAllowed) as refused:
+        service.correct(
+            AGENT,
+            "u-1",
+            said.memory_id,
+            MemoryPatch(expected_version=1, content="Prefers English for internal documents"),
+        )
+    assert refused.value.details["action"] == "supersede_active"
+    current = service.get(USER, "u-1", said.memory_id)
+    assert current.version == 1 and current.status is MemoryStatus.ACTIVE
+    # Nor may an agent's inference written under the fact's canonical key replace it.
+    with pytest.raises(ProvenanceNotAllowed):
+        service.write(
+            AGENT,
+            "u-1",
+            a_write(request_id="r-inferred", source=_source("model_inferred")),
+        )
+    # Its own memory, waiting for a person: allowed.
+    own = service.write(
+        AGENT,
+        "u-1",
+        a_write(request_id="r-own", canonical_key=None, source=_source("model_inferred")),
+    ).memory
+    assert own.status is MemoryStatus.CANDIDATE and own.chain_id != said.chain_id
+    # With the source it came from (what the user said), the agent's edit is a version.
     edited = service.correct(
         AGENT,
         "u-1",
         said.memory_id,
-        MemoryPatch(expected_version=1, content="Prefers English for internal documents"),
+        MemoryPatch(
+            expected_version=1,
+            content="Prefers English for internal documents",
+            source=Source(type=SourceType.USER_STATEMENT, ref="msg-9"),
+        ),
     )
-
-    # Not the user's confirmation any more: the agent's inference, waiting for a person.
-    assert edited.source.type is SourceType.MODEL_INFERRED and edited.source.ref is None
-    assert edited.status is MemoryStatus.CANDIDATE
-    with pytest.raises(ProvenanceNotAllowed):
-        service.correct(
-            AGENT,
-            "u-1",
-            edited.memory_id,
-            MemoryPatch(expected_version=2, source=_source("user_confirmed")),
-        )
+    assert edited.version == 2 and edited.status is MemoryStatus.ACTIVE
 
 
 def test_an_edit_that_leaves_the_content_alone_keeps_its_source(service: MemoryService) -> None:

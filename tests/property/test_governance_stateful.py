@@ -728,6 +728,10 @@ class Governance(RuleBasedStateMachine):
             here = (art.tenant, art.subject) == (who.tenant, subject)
             if art.gone or not art.committed or not here:
                 return self.expect(answer, 422, what, "artifact_not_committed")
+        inferred = body["source"]["type"] == "model_inferred"
+        if chain is not None and chain.head.status == "active" and inferred:
+            # An unconfirmed inference may not take an active fact's place.
+            return self.expect(answer, 403, what, "provenance_not_allowed")
         self.expect(answer, 201, what)
         out = answer.body
         self.check(
@@ -867,6 +871,9 @@ class Governance(RuleBasedStateMachine):
             # Who else may read it is a person's decision, never an agent's.
             return self.expect(answer, 403, what, "provenance_not_allowed")
         confirmed = change == "confirm" or (head.status == "active" and kept)
+        if head.status == "active" and source == "model_inferred" and not confirmed:
+            # An agent's unconfirmed edit may not take an active fact's place.
+            return self.expect(answer, 403, what, "provenance_not_allowed")
         pii = head.pii and change != "content"
         new_level = Sensitivity(patch.get("sensitivity", head.sensitivity.value))
         new = Version(

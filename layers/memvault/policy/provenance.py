@@ -28,7 +28,7 @@ from enum import StrEnum
 
 from memvault.errors import ProvenanceNotAllowed, ValidationFailed
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Sensitivity, Source, SourceType
+from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
 
 
 class Caller(StrEnum):
@@ -120,6 +120,22 @@ def check_reclassify(
                 "caller": Caller.AGENT.value,
                 "action": "declassify" if lowered else "widen_visibility",
             },
+        )
+
+
+def check_supersede(current: MemoryStatus | None, new: MemoryStatus) -> None:
+    """An unconfirmed version (a ``model_inferred`` one, waiting as a candidate) may not
+    take an active fact's place: the fact would stop being recalled on an agent's guess,
+    before anyone confirmed it. The inference goes in as a memory of its own (without the
+    fact's canonical key), or from a person's token, or with the source that makes it
+    trusted (``user_statement`` with the ``source.ref`` of what the user said)."""
+    if current is MemoryStatus.ACTIVE and new is MemoryStatus.CANDIDATE:
+        raise ProvenanceNotAllowed(
+            "an unconfirmed (model_inferred) version may not replace an active memory: "
+            "write the inference as a memory of its own, without this canonical key, for "
+            "the user or a reviewer to confirm; or send the source it came from "
+            "(user_statement with source.ref, or tool_result)",
+            {"action": "supersede_active", "current_status": current.value},
         )
 
 

@@ -149,6 +149,8 @@ class MemoryService:
             memory_id = request_memory_id(ctx.tenant_id, subject_id, cmd.request_id)
             if chain is not None:
                 self._check_chain_length(chain)
+                if previous is not None:
+                    provenance.check_supersede(previous.status, decision.status)
                 chain_id = chain.chain_id
             elif pointer is not None:
                 chain_id = keyed_chain_id(pointer, pointer_chain, self.ids.new_id("chn"))
@@ -616,6 +618,7 @@ class MemoryService:
                 or (current.status is MemoryStatus.ACTIVE and kept),
             )
         )
+        provenance.check_supersede(current.status, decision.status)
         now = self.clock.now()
         expires_at = (
             current.expires_at
