@@ -33,7 +33,8 @@ TAGS = ["memories"]
     "The source is checked against the token: an agent token (agent_role) may claim "
     "user_statement (with source.ref), tool_result or model_inferred; the subject's own "
     "token also user_confirmed; only a reviewer (subjects:any, no agent_role) human_review. "
-    "Any other claim is 403 provenance_not_allowed.",
+    "Any other claim is 403 provenance_not_allowed, as is a model_inferred write under the "
+    "canonical_key of an active fact (an unconfirmed inference may not replace it).",
     responses=documented(201, MemoryOut, 403, 404, 409),
     tags=TAGS,
 )
@@ -101,7 +102,9 @@ def get_memory(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryOut:
     "a write; a correction that changes the content without one takes the corrector's own "
     "provenance (model_inferred for an agent, so the new version is a candidate; "
     "user_statement for the subject; human_review for a reviewer); one that leaves the "
-    "content alone keeps the source.",
+    "content alone keeps the source. A candidate may not replace an active memory (403 "
+    "provenance_not_allowed): an agent's unconfirmed edit of an active fact is written as a "
+    "memory of its own, or with the source it came from.",
     responses=documented(200, MemoryOut, 403, 404, 409),
     tags=TAGS,
 )
