@@ -445,7 +445,7 @@ MUTANTS: tuple[Mutant, ...] = (
         original="    if not content_changed:\n        return current\n",
         replacement="    return current\n",
         kill=(
-            f"{PROVENANCE}::test_an_agents_edit_of_the_users_memory_takes_the_agents_provenance"
+            f"{PROVENANCE}::test_an_agents_unconfirmed_edit_may_not_replace_the_users_memory"
             "[dynamodb]",
         ),
         description="an agent rewrites a user's confirmed memory and keeps the user's source",
