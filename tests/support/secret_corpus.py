@@ -46,8 +46,10 @@ PARTS = {
     "seen": DATA / "secret_corpus_seen.json",
     "tuning_b": DATA / "secret_corpus_tuning_b.json",
     "tuning_c": DATA / "secret_corpus_tuning_c.json",
+    "tuning_d": DATA / "secret_corpus_tuning_d.json",
     "heldout": DATA / "secret_corpus_heldout.json",
     "heldout_b": DATA / "secret_corpus_heldout_b.json",
+    "heldout_c": DATA / "secret_corpus_heldout_c.json",
 }
 LABELS = ("secret", "benign")
 LANGS = ("en", "zh")

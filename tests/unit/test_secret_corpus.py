@@ -37,8 +37,10 @@ RECALL_TARGET = {
     "seen": 0.99,
     "tuning_b": 0.99,
     "tuning_c": 0.99,
+    "tuning_d": 0.99,
     "heldout": 0.97,
     "heldout_b": 0.97,
+    "heldout_c": 0.97,
 }
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
@@ -47,18 +49,21 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: tuning parts, and measured by figures only, never read.
 #:
 #: ``heldout``: on the detector tuned on ``tuning`` and ``seen``, recall 0.952 and false
-#: positives 3.1%; after a round tuned on ``tuning_b``, 0.962 and 1.9%; after a round tuned
-#: on ``tuning_c``, 0.966 (en 0.960, zh 0.974) and 1.9% (en 2.1%, zh 1.7%). The detector
-#: before the three rounds scored 0.894 and 5.0% on it.
+#: positives 3.1%; after a round tuned on ``tuning_b``, 0.962 and 1.9%; after ``tuning_c``,
+#: 0.966 and 1.9%; after ``tuning_d``, 0.969 (en 0.965, zh 0.974) and 2.0% (en 2.2%, zh
+#: 1.7%). The detector before the four rounds scored 0.894 and 5.0% on it.
 #:
 #: ``heldout_b``: written for the ``tuning_c`` round and first measured after it: recall
-#: 0.950 (en 0.947, zh 0.955), false positives 2.0% (en 3.0%, zh 0.7%).
+#: 0.950 and 2.0%; after ``tuning_d``, 0.957 (en 0.951, zh 0.965) and 2.0% (en 3.0%, zh 0.7%).
+#:
+#: ``heldout_c``: written for the ``tuning_d`` round and first measured after it: recall
+#: 0.967 (en 0.969, zh 0.964), false positives 1.2% (en 2.2%, zh 0%).
 #:
 #: (``seen`` is an earlier held-out part, 0.889 and 5.0% when first measured; its misses
-#: were read, so it became tuning material.) Items the same as items of an earlier part
-#: were dropped. The rows below target are expected to fail (strict: one that passes fails
-#: the run, so its mark goes with the improvement), and the reliability check reports them
-#: as the open gap of issue 29. The detector must not be tuned on a held-out part: once its
+#: were read, so it became tuning material.) Items the same as items of another part were
+#: dropped. The rows below target are expected to fail (strict: one that passes fails the
+#: run, so its mark goes with the improvement), and the reliability check reports them as
+#: the open gap of issue 29. The detector must not be tuned on a held-out part: once its
 #: misses are read, it joins the tuning parts and a newly written part takes its place.
 HELDOUT_OPEN_ISSUE: int | None = 29
 HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {
@@ -69,6 +74,7 @@ HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {
         ("recall", "zh"),
         ("false_positives", "en"),
     },
+    "heldout_c": {("recall", "all"), ("recall", "en"), ("recall", "zh"), ("false_positives", "en")},
 }
 
 

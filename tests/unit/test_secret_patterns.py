@@ -446,3 +446,52 @@ def test_a_secret_named_by_a_sibling_field_or_a_server_option_is_refused(
     value: object, refused: bool
 ) -> None:
     assert bool(find_secrets(structured_fields(value, "state"))) is refused
+
+
+#: Issue 29, item 3: what a fifth, independently written tuning part (``tuning_d``) found
+#: missed, one per rule that now finds it (each written here anew, not copied from it).
+FIFTH_SECRETS = [
+    "Azure DevOps PAT (Packaging: read) for dev.azure.com/fabrikam: "
+    + _body("abcdefghijklmnopqrstuvwxyz", 52, 38),  # a name, its use, a host
+    "快递柜密码_5820",  # a Chinese name, an underscore, the code
+    "wandb login " + _body(_HEX, 40, 35),  # a CLI given its token
+    "snyk auth 4c1d2e3f-5a6b-7c8d-9e0f-1a2b3c4d5e6f",
+    "The recovery (wallet passphrase) on my Ledger is 'harbor-Finch-2024'",
+    "keys list returned key1=" + _body(_HEX, 32, 36),  # a name with a number: key1
+    "net use Y: \\\\nas01\\share /user:HOME\\mara Copper#Rain88",
+    "backup_ops:Kestrel!Dawn-71@db-replica.dump.gz",  # user:password@host, no scheme
+    "Login for the warehouse dashboard (read-only): viewer / Gl4cier!Peak",
+]
+
+FIFTH_BENIGN = [
+    "token refresh succeeded (expires_in=7200); syncing contacts",  # a setting
+    "吊销 120 天未使用的 API 密钥 key_90312",  # an id: a word and its number
+    "DATABASE_URL template: postgresql://<user>:<password>@<host>:5432/<db>",
+    'docs: curl -H "Authorization: Bearer $API_TOKEN" https://api.example.dev/v1/me',
+    "image node:20-alpine@sha256:" + _body(_HEX, 64, 37),  # a digest, not a password
+]
+
+
+@pytest.mark.parametrize("text", FIFTH_SECRETS)
+def test_a_credential_a_fifth_corpus_missed_is_found(text: str) -> None:
+    assert find_secrets([("content", text)]), text
+
+
+@pytest.mark.parametrize("text", FIFTH_BENIGN)
+def test_a_look_alike_a_fifth_corpus_flagged_is_not_a_credential(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ({"smtp": {"user": "bot@example.com", "pass": "qwer tyui asdf ghjk"}}, True),
+        ({"预算": 1, "小区门禁密码": 7391}, True),  # a code named in Chinese, as a number
+        ({"rotation": {"secret": "stripe-webhook-secret", "due": "2025-06-01"}}, False),
+        ({"轮换": {"密钥名": "prod-db-password"}}, False),
+    ],
+)
+def test_a_structured_secret_and_its_look_alikes_of_the_fifth_corpus(
+    value: object, refused: bool
+) -> None:
+    assert bool(find_secrets(structured_fields(value, "state"))) is refused

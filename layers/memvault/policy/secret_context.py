@@ -86,11 +86,17 @@ def _judge(value: str, kinds: list[Kind]) -> bool:
         return False
     if ":" in value and _user_password(value):
         return True
+    setting = _SETTING.match(value)
+    if setting and name_kind(setting.group(1)) is None:
+        return False  # "expires_in=3600": a setting whose name is not a secret's
     if Kind.WEAK in kinds and _strong(value):
         return True  # "key for the backup drive (hex): ...": a strong value, derived
     return any(
         looks_secret(value, prose=False, kind=kind) for kind in kinds if kind is not Kind.WEAK
     )
+
+
+_SETTING = re.compile(r"([A-Za-z_][\w.\-]{1,40})=")
 
 
 def _user_password(value: str) -> bool:

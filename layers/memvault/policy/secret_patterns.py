@@ -154,7 +154,7 @@ _EN_NAMES = (
     r"|session|id|oauth|deploy|github|gitlab|slack|npm|vault|service account)[ _-]?token|token"
     r"|credentials?|(?:unlock|access|door|alarm|security|entry|gate|safe|wi-?fi|lock[ -]?screen"
     r"|garage|locker|vault|keypad|building|backup|recovery|lockbox|padlock|phone) code"
-    r"|(?:backup|recovery|2fa|mfa|otp|emergency) codes|keypad|app password"
+    r"|(?:backup|recovery|2fa|mfa|otp|emergency) codes|keypad|app password|pat"
     r"|(?:security|secret) (?:question )?answer|answer to (?:the|my) security question"
     r"|(?:safe|lock|locker|padlock) combination|combination|seed(?: phrase| words)?"
     r"|mnemonic(?: phrase)?"
@@ -180,10 +180,10 @@ _LINK = (
     r"|\s*[:=]|\s+[-\u2013\u2014]|\s*->)\s*"
 )
 #: A name starts a word, not a path, an ARN or an identifier ("arn:...:secret:prod").
-_NAME_START = r"(?<![a-z0-9:/.\-_@])"
+_NAME_START = r"(?<![a-z0-9:/.\-_@<${%])"
 _QUALIFIER = (
     r"(?:\s*\([^)\n]{0,60}\))?"
-    r"(?P<q>,?\s+(?:for|of|to|on|at|in|from|if|when|in case)\s+[^.,;:!?\n=]{1,40}?)?"
+    r"(?P<q>,?\s+(?:for|of|to|on|at|in|from|if|when|in case)\s+(?:[^.,;:!?\n=]|\.(?=\S)){1,40}?)?"
     r"(?:\s*\([^)\n]{0,60}\))?(?:\s+(?:here|below|again|too|then))?"
 )
 
@@ -407,6 +407,8 @@ def _assignments(line: str) -> bool:
         value = _VALUE.match(line, separator.end())
         if kind is None or value is None:
             continue
+        if kind is Kind.PASSWORD and _APP_PASSWORD.match(line, separator.end()):
+            return True  # "smtp.pass: abcd efgh ijkl mnop": an app password in its groups
         text = value.group("v")
         if text[:1] not in "\"'`":
             text = _CJK_TAIL.sub("", text).rstrip("([")  # "SK:Xy7...(华为云)"
@@ -497,7 +499,7 @@ _ZH_VERBS = (
 _ZH_NEGATORS = re.compile(
     r"长度|策略|规则|要求|位数|复杂度|过期|有效期|轮换|管理|提示|格式|算法|类型|强度|找回|重置流程|文件|路径"
     r"|地址|链接|名称|名字|哈希|摘要|指纹|公钥|位置|引用|次数|不能|不要|别|忘了|忘记|错误|错了|泄露"
-    r"|模板|示例|样例|范例|前缀|开头|结尾|后缀"
+    r"|模板|示例|样例|范例|前缀|开头|结尾|后缀|名(?!字|称)"
     r"|(?<![a-z])id(?![a-z])"
 )
 _ZH_STEMS = ("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语")
@@ -522,6 +524,8 @@ def _zh_near(m: re.Match[str], line: str) -> bool:
         or (any(c.isupper() for c in value[1:]) and any(c.islower() for c in value))
     )
     kind = name_kind(_group(m, line, "k"))
+    if kind is Kind.PASSWORD and _ZH_PIN_CONTEXT.search(line[max(0, m.start() - 8) : m.start()]):
+        kind = Kind.PIN  # "快递柜密码_5820": a locker's code
     if kind is Kind.TOKEN and value.isalpha() and len(value) >= 12:
         return random_letters(value)
     return kind is not None and marked and looks_secret(value, prose=False, kind=kind)
@@ -604,6 +608,7 @@ def _zh(m: re.Match[str], line: str) -> bool:
 _QUOTED = re.compile(r"[\u201c\u300c\"][^\u201d\u300d\"]{0,20}[\u201d\u300d\"]")
 _ZH_PIN_CONTEXT = re.compile(
     r"银行卡|取款|支付|门禁|门锁|保险箱|保险柜|密码箱|报警|撤防|开机|锁屏|手机|atm|信用卡|储蓄卡|借记卡"
+    r"|柜|门|锁|箱"
 )
 
 
@@ -624,7 +629,7 @@ def _seed_words(m: re.Match[str], line: str) -> bool:
 
 _EN_NEEDS = (
     *("pass", "p@ss", "p4ss", "pw", "pin", "secret", "key", "token", "credential", "code"),
-    *("combination", "seed", "mnemonic", "phrase", "words", "answer", "puk", "combo"),
+    *("combination", "seed", "mnemonic", "phrase", "words", "answer", "puk", "combo", "pat"),
 )
 
 #: What a name that calls its value a secret holds (``secret_values.name_kind``).
@@ -676,13 +681,14 @@ PATTERNS: tuple[Pattern, ...] = (
             r"(?:\bmysql(?:dump|admin)?\b[^\n|;]*?\s-p(?P<a>[^\s-]\S*)"
             r"|\bredis-cli\b[^\n|;]*?\s-a\s+(?P<b>\S+)"
             r"|\bsshpass\s+-p\s*(?P<c>\S+)"
+            r"|\bnet\s+use\b[^\n|;]*?/user:\S+\s+(?P<f>[^\s/]\S*)"
             r"|\b(?:curl|wget|http)\b[^\n|;]*?\s(?:-u|--user)\s*[\"']?[^\s:\"']+:(?P<e>[^\s\"']+)"
             r"|(?:^|\s)--[\w-]*(?:password|passwd|secret|token|api-key|apikey)(?:=|\s+)(?P<d>\S+))"
         ),
         lambda m, line: looks_secret(
-            _unquote(next(_group(m, line, g) for g in "abced" if m.group(g))), prose=False
+            _unquote(next(_group(m, line, g) for g in "abcedf" if m.group(g))), prose=False
         ),
-        needs=("mysql", "redis-cli", "sshpass", "curl", "wget", "http", "--"),
+        needs=("mysql", "redis-cli", "sshpass", "curl", "wget", "http", "--", "net use"),
         folded=True,
     ),
     Pattern(
@@ -700,6 +706,31 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
         _url_password,
         needs=("://",),
+        folded=True,
+    ),
+    Pattern(
+        # "dump_admin:Pelican!Rock-33@db-prod.sql.gz": a URL's credentials without its scheme.
+        "URL Password",
+        re.compile(
+            r"(?<![\w:/.])(?P<u>[a-z][\w.\-]{1,30}):(?P<v>[^\s:@/]{6,64})@(?P<h>[a-z0-9][\w\-]*"
+            r"(?:\.[\w\-]+)*)"
+        ),
+        lambda m, line: not m.group("h").startswith("sha") and _strict_value(_group(m, line, "v")),
+        needs=("@",),
+        folded=True,
+    ),
+    Pattern(
+        # "wandb login 3f9c...", "snyk auth 1c9e...": a CLI given its token.
+        "Token On A Command Line",
+        re.compile(
+            r"(?:^|[;&|]\s*)(?:\$\s*)?[\w.\-]+(?:\s+[\w.\-]+)?\s+(?:login|auth)\s+"
+            r"(?P<v>[a-z0-9][a-z0-9_\-]{23,})(?:\s|$)"
+        ),
+        lambda m, line: (
+            looks_random(_group(m, line, "v"), min_length=24)
+            or bool(re.fullmatch(r"[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}", m.group("v")))
+        ),
+        needs=("login", "auth"),
         folded=True,
     ),
     Pattern(
@@ -776,7 +807,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "Secret In Prose",
         re.compile(
-            rf"{_NAME_START}(?P<k>{_EN_NAMES})\b{_QUALIFIER}{_LINK}(?P<rest>[^\n]{{1,400}})"
+            rf"{_NAME_START}(?P<k>{_EN_NAMES})\b\)?{_QUALIFIER}{_LINK}(?P<rest>[^\n]{{1,400}})"
         ),
         _prose,
         needs=_EN_NEEDS,
@@ -837,7 +868,7 @@ PATTERNS: tuple[Pattern, ...] = (
     ),
     Pattern(
         "Secret In Prose",
-        re.compile(rf"(?P<k>{_ZH_ONLY_NAMES})[\s,]*[\"'\u201c\u300c]?(?P<v>{_ASCII_VALUE})"),
+        re.compile(rf"(?P<k>{_ZH_ONLY_NAMES})[\s,_\-]*[\"'\u201c\u300c]?(?P<v>{_ASCII_VALUE})"),
         _zh_near,
         needs=_ZH_STEMS,
     ),
@@ -847,7 +878,7 @@ PATTERNS: tuple[Pattern, ...] = (
         re.compile(
             r"(?:login|logon|log (?:in|on)(?:to)?|signed? in(?:to)?|creds|credentials|account"
             r"|sign[- ]in|user(?:name)?|登录信息?|账号|账户"
-            r"|账密|用户名)[^\n/]{0,24}?(?<![\w/])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
+            r"|账密|用户名)[^\n/]{0,60}?(?<![\w/])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
             r"(?!\S*/)"
         ),
         lambda m, line: not _in_url(line, m) and _strict_value(_group(m, line, "v")),

@@ -174,10 +174,11 @@ _ZH_NEGATORS = (
     *("长度", "策略", "规则", "要求", "位数", "复杂度", "过期", "有效期", "轮换", "管理"),
     *("提示", "格式", "算法", "类型", "强度", "找回", "重置", "ID", "编号", "文件", "路径"),
     *("地址", "链接", "名称", "名字", "哈希", "摘要", "指纹", "公钥", "位置", "引用", "次数"),
-    *("模板", "示例", "样例", "范例"),
+    *("模板", "示例", "样例", "范例", "名"),
 )
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_A-Za-z]+")
+_LEET_INSIDE = re.compile(r"(?<=[A-Za-z])[0134@$5]+(?=[A-Za-z])")
 _LEET = str.maketrans({"0": "o", "1": "i", "3": "e", "4": "a", "@": "a", "$": "s", "5": "s"})
 
 
@@ -188,7 +189,8 @@ def name_words(name: str) -> list[str]:
     for part in re.split(r"[\s_.\-/:\[\]\"'`()]+", name):
         if not part:
             continue
-        folded = part.translate(_LEET) if any(c.isalpha() for c in part) else part
+        # Leetspeak inside a word (``p@ssw0rd``), not a number after it (``key1``).
+        folded = _LEET_INSIDE.sub(lambda m: m.group().translate(_LEET), part)
         words += [w.lower() for w in _CAMEL.findall(folded)] or [folded.lower()]
     return words
 
@@ -260,6 +262,9 @@ def _ending(word: str) -> str | None:
     return None
 
 
+_ZH_PIN_HINT = re.compile(r"门|锁|柜|箱|取款|支付|开机|锁屏|手机|银行卡|信用卡|储蓄卡")
+
+
 def _zh_name_kind(name: str) -> Kind | None:
     for word, kind in _ZH_NAMES:
         at = name.find(word)
@@ -267,6 +272,8 @@ def _zh_name_kind(name: str) -> Kind | None:
             after = name[at + len(word) :]
             if any(neg in after for neg in _ZH_NEGATORS) or "公钥" in name:
                 return None
+            if kind is Kind.PASSWORD and _ZH_PIN_HINT.search(name):
+                return Kind.PIN  # "单元门密码", "快递柜密码": a code of digits
             return kind
     ascii_part = "".join(ch if ch.isascii() else " " for ch in name)
     return name_kind(ascii_part) if ascii_part.strip() else None
@@ -356,6 +363,11 @@ _PATH = re.compile(
 #: Where a secret manager keeps a secret: "secret/prod/db", "prod/payments/stripe-key".
 _STORE_PATH = re.compile(r"^/?[a-z][a-z0-9_\-.]*(?:/[a-z][a-z0-9_\-.]*)+/?$")
 _ENV_NAME = re.compile(r"^[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+$")
+#: A secret's name, not its value: ``github-deploy-token``, ``prod_db_password``.
+_SECRET_NAME = re.compile(
+    r"^[a-z][a-z0-9]*(?:[-_.][a-z0-9]+)*[-_.](?:token|key|secret|password|passwd|pat"
+    r"|credentials?|apikey|api[-_]key)s?$"
+)
 #: A key's file, named rather than shown: ``id_ed25519``, ``id_rsa.pub``, ``deploy.pem``.
 _KEY_FILE = re.compile(
     r"^(?:[~./\w-]*/)?(?:id_(?:rsa|dsa|ecdsa|ed25519)(?:_sk)?(?:\.pub)?"
@@ -364,6 +376,7 @@ _KEY_FILE = re.compile(
 )
 #: A value made of lower-case words joined by punctuation: a phrase of the sentence
 #: ("case-sensitive", "header.payload.signature"), not a random token.
+_WORD_NUMBER = re.compile(r"^[a-z]{2,10}[-_]\d{1,8}$")
 _WORD_COMPOUND = re.compile(r"^[a-z]{2,}(?:[-_.][a-z]{2,})+$")
 #: Words that open a clause, not a secret ("the password is *the* same").
 _STOPWORDS = frozenset(
@@ -531,6 +544,7 @@ def _not_a_value(value: str) -> bool:
         or _TECH_TERM.match(value)
         or _STORE_PATH.match(value)
         or _KEY_FILE.match(value)
+        or _SECRET_NAME.match(value)
     )
 
 
@@ -581,6 +595,8 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
         if kind is Kind.TOKEN:
             return random_letters("".join(parts))  # a bootstrap token, "jdtjfj.ibaexx..."
         return not prose and len(parts) >= 3
+    if kind is Kind.TOKEN and _WORD_NUMBER.match(value):
+        return False  # "key_48213", "token-7": an identifier, a word and its number
     if kind is Kind.TOKEN:
         if _UUID.match(value) or _HASH_HEX.match(value):
             return True  # a key's value; the same shape without a key's name is an id
