@@ -1,6 +1,6 @@
 """Secret detection on the corpus parts, and its cost, for this tree or an older revision.
 
-    python scripts/secret_detection_report.py                 # both parts, this tree
+    python scripts/secret_detection_report.py                 # every part, this tree
     python scripts/secret_detection_report.py --rev HEAD      # the detector as committed
     python scripts/secret_detection_report.py --speed         # median microseconds a call
 
@@ -135,9 +135,17 @@ def _at_revision(rev: str, argv: list[str]) -> dict[str, Any]:
     return loaded
 
 
+def _parts() -> list[str]:
+    """The corpus parts, tuning parts first (``tests/support/secret_corpus.py``)."""
+    sys.path.insert(0, str(ROOT))
+    from tests.support import secret_corpus
+
+    return sorted(secret_corpus.PARTS, key=lambda part: (part.startswith("heldout"), part))
+
+
 def _summary(name: str, figures: dict[str, Any]) -> list[str]:
     lines = [f"== {name}"]
-    for part in ("tuning", "seen", "tuning_b", "heldout"):
+    for part in _parts():
         report = figures.get(part)
         if report is None:
             continue
@@ -173,14 +181,12 @@ def _summary(name: str, figures: dict[str, Any]) -> list[str]:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
-    parser.add_argument(
-        "--part", choices=["tuning", "seen", "tuning_b", "heldout", "all"], default="all"
-    )
+    parser.add_argument("--part", choices=[*_parts(), "all"], default="all")
     parser.add_argument("--rev", help="measure the detector of this git revision")
     parser.add_argument("--speed", action="store_true", help="also time calls on 2 KB texts")
     parser.add_argument("--json", action="store_true", help="print the figures as JSON")
     args = parser.parse_args(argv)
-    parts = ["tuning", "seen", "tuning_b", "heldout"] if args.part == "all" else [args.part]
+    parts = _parts() if args.part == "all" else [args.part]
     if args.rev:
         passed = ["--part", args.part, *(["--speed"] if args.speed else [])]
         figures = _at_revision(args.rev, passed)
