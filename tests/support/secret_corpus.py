@@ -47,9 +47,11 @@ PARTS = {
     "tuning_b": DATA / "secret_corpus_tuning_b.json",
     "tuning_c": DATA / "secret_corpus_tuning_c.json",
     "tuning_d": DATA / "secret_corpus_tuning_d.json",
+    "tuning_e": DATA / "secret_corpus_tuning_e.json",
     "heldout": DATA / "secret_corpus_heldout.json",
     "heldout_b": DATA / "secret_corpus_heldout_b.json",
     "heldout_c": DATA / "secret_corpus_heldout_c.json",
+    "heldout_d": DATA / "secret_corpus_heldout_d.json",
 }
 LABELS = ("secret", "benign")
 LANGS = ("en", "zh")

@@ -38,9 +38,11 @@ RECALL_TARGET = {
     "tuning_b": 0.99,
     "tuning_c": 0.99,
     "tuning_d": 0.99,
+    "tuning_e": 0.99,
     "heldout": 0.97,
     "heldout_b": 0.97,
     "heldout_c": 0.97,
+    "heldout_d": 0.97,
 }
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
@@ -50,14 +52,19 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #:
 #: ``heldout``: on the detector tuned on ``tuning`` and ``seen``, recall 0.952 and false
 #: positives 3.1%; after a round tuned on ``tuning_b``, 0.962 and 1.9%; after ``tuning_c``,
-#: 0.966 and 1.9%; after ``tuning_d``, 0.969 (en 0.965, zh 0.974) and 2.0% (en 2.2%, zh
-#: 1.7%). The detector before the four rounds scored 0.894 and 5.0% on it.
+#: 0.966 and 1.9%; after ``tuning_d``, 0.969 and 2.0%; after ``tuning_e``, 0.976 (en 0.969,
+#: zh 0.984) and 2.0% (en 2.2%, zh 1.7%). The detector before these rounds scored 0.894
+#: and 5.0% on it.
 #:
 #: ``heldout_b``: written for the ``tuning_c`` round and first measured after it: recall
-#: 0.950 and 2.0%; after ``tuning_d``, 0.957 (en 0.951, zh 0.965) and 2.0% (en 3.0%, zh 0.7%).
+#: 0.950 and 2.0%; after ``tuning_d``, 0.957; after ``tuning_e``, 0.962 (en 0.955, zh 0.970)
+#: and 2.0% (en 3.1%, zh 0.7%).
 #:
-#: ``heldout_c``: written for the ``tuning_d`` round and first measured after it: recall
-#: 0.967 (en 0.969, zh 0.964), false positives 1.2% (en 2.2%, zh 0%).
+#: ``heldout_c``: written for the ``tuning_d`` round, first measured after it: 0.967 (en
+#: 0.969, zh 0.964) and 1.2% (en 2.2%, zh 0%); the same after ``tuning_e``.
+#:
+#: ``heldout_d``: written for the ``tuning_e`` round, first measured after it: recall 0.978
+#: (en 0.971, zh 0.985), false positives 2.4% (en 3.9%, zh 0.8%).
 #:
 #: (``seen`` is an earlier held-out part, 0.889 and 5.0% when first measured; its misses
 #: were read, so it became tuning material.) Items the same as items of another part were
@@ -67,14 +74,10 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: misses are read, it joins the tuning parts and a newly written part takes its place.
 HELDOUT_OPEN_ISSUE: int | None = 29
 HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {
-    "heldout": {("recall", "all"), ("recall", "en"), ("false_positives", "en")},
-    "heldout_b": {
-        ("recall", "all"),
-        ("recall", "en"),
-        ("recall", "zh"),
-        ("false_positives", "en"),
-    },
+    "heldout": {("recall", "en"), ("false_positives", "en")},
+    "heldout_b": {("recall", "all"), ("recall", "en"), ("false_positives", "en")},
     "heldout_c": {("recall", "all"), ("recall", "en"), ("recall", "zh"), ("false_positives", "en")},
+    "heldout_d": {("false_positives", "all"), ("false_positives", "en")},
 }
 
 

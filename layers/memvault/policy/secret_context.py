@@ -21,6 +21,7 @@ from __future__ import annotations
 import base64
 import binascii
 import re
+import unicodedata
 from collections.abc import Iterator
 
 from memvault.policy.secret_values import (
@@ -54,11 +55,16 @@ _WORD_BEFORE = re.compile(r"([a-z][a-z0-9]*)[\s_.\-]*$")
 _STRENGTH = {Kind.PIN: 1, Kind.PASSWORD: 2, Kind.PHRASE: 2, Kind.TOKEN: 3}
 
 
+_DENIED = re.compile(r"\b(?:not|isn't|is not|never) (?:a|an|the|my|your)\s*$|不是|并非|并不是|不算")
+
+
 def _names(line: str) -> list[Kind]:
     """The kinds of secret the names in a line call for (weak names left out)."""
     low = line.lower()
     kinds: list[Kind] = []
     for m in _NAME.finditer(low):
+        if _DENIED.search(low[max(0, m.start() - 12) : m.start()]):
+            continue  # "not a key", "isn't the password"
         word = m.group().strip("_.-")
         before = _WORD_BEFORE.search(low[max(0, m.start() - 24) : m.start()])
         kind = name_kind(f"{before.group(1)} {word}" if before else word)
@@ -66,6 +72,8 @@ def _names(line: str) -> list[Kind]:
             kinds.append(kind)
     if not line.isascii():
         for m in _ZH_NAME.finditer(line):
+            if _DENIED.search(line[max(0, m.start() - 4) : m.start()]):
+                continue  # "不是密钥": said not to be one
             kind = name_kind(m.group())
             if kind is not None and kind is not Kind.WEAK:
                 kinds.append(kind)
@@ -248,7 +256,7 @@ _BYTE_ARRAY = re.compile(r"\[\s*(?:\d{1,3}\s*,\s*){63}\d{1,3}\s*\]")
 _SEED_CONTEXT = re.compile(
     r"seed|mnemonic|recovery (?:phrase|words)|backup (?:phrase|words)|secret phrase"
     r"|\b(?:12|24|twelve|twenty-four)[ -]words?|ledger|trezor|metamask|助记词|恢复短语"
-    r"|种子|钱包"
+    r"|种子|钱包|(?:restore|recover|import)\w*\s+(?:the\s+|my\s+|a\s+)?wallet"
 )
 _SEED_SPLIT = re.compile(r"[\s,、;:()]+")
 _NUMBERING = re.compile(r"^\d{1,2}[.):]?")
@@ -282,7 +290,8 @@ def _seed_runs(text: str) -> Iterator[tuple[int, bool]]:
             word = _NUMBERING.sub("", piece)
             if not word:
                 continue  # "1." alone
-            if _SEED_WORD.fullmatch(word) and word not in _STOP:
+            # A small word that is also a BIP-39 word ("can", "any") stays in the run.
+            if _SEED_WORD.fullmatch(word) and (word not in _STOP or bip39_share([word]) == 1):
                 run += 1
                 continue
             if run:
@@ -373,6 +382,8 @@ def _random_near_name(line: str, kinds: list[Kind]) -> bool:
         token = m.group().rstrip("=")
         if is_documentation_example(token) or _ID.fullmatch(token) or _wordy(token):
             continue
+        if _b64_text(m.group()):
+            continue  # base64 of ordinary text: what it says is scanned as its own view
         start = line.rfind(" ", 0, m.start()) + 1
         if "://" in line[start : m.end()] or line.startswith("arn:", start):
             continue  # a link or a resource name
@@ -382,6 +393,17 @@ def _random_near_name(line: str, kinds: list[Kind]) -> bool:
         if looks_random(token, min_length=20) or _HEX_TOKEN.fullmatch(token):
             return True
     return False
+
+
+def _b64_text(run: str) -> bool:
+    """Whether a base64 run decodes to ordinary text (mostly letters, CJK included)."""
+    decoded = _b64(run)
+    if decoded is None or len(decoded) < 4:
+        return False
+    letters = sum(
+        c.isalpha() or c.isspace() or unicodedata.category(c).startswith("P") for c in decoded
+    )
+    return not decoded.isascii() and letters / len(decoded) >= 0.8
 
 
 def _basic_pair(line: str) -> bool:

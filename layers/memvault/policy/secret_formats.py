@@ -18,7 +18,9 @@ from dataclasses import dataclass
 
 from memvault.policy.secret_values import KNOWN_EXAMPLES, is_documentation_example, looks_random
 
-_END = r"(?![A-Za-z0-9_\-])"
+#: A token ends where its alphabet does; a hyphen may follow it when a name goes on in
+#: another script or after a dot ("deepseek-sk-<hex>-配置备份.txt").
+_END = r"(?![A-Za-z0-9_]|-[A-Za-z0-9_])"
 #: A token may follow a hyphen or underscore ("dump-sk-proj-...json"), not a letter.
 _START = r"(?<![A-Za-z0-9])"
 
@@ -59,6 +61,7 @@ FORMATS: tuple[Format, ...] = (
     _f("Docker Hub Token", "dckr_pat_", f"{B64U}{{27,40}}"),
     _f("Docker Hub Token", "dckr_oat_", f"{B64U}{{27,40}}"),
     _f("Sourcegraph Access Token", "sgp_", f"(?:{HEX}{{16}}_)?{HEX}{{40}}"),
+    _f("OpenRouter API Key", "sk-or-v1-", f"{HEX}{{64}}"),
     _f("NPM Token", "npm_", f"{A62}{{36}}"),
     _f("PyPI Token", "pypi-AgE", f"{B64U}{{50,}}"),
     _f("RubyGems Token", "rubygems_", f"{HEX}{{48}}"),

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import base64
 import binascii
+import json
 import re
 import unicodedata
 from collections.abc import Callable, Iterator
@@ -409,12 +410,38 @@ def _assignments(line: str) -> bool:
             continue
         if kind is Kind.PASSWORD and _APP_PASSWORD.match(line, separator.end()):
             return True  # "smtp.pass: abcd efgh ijkl mnop": an app password in its groups
+        if _PAIR_NAME.search(found[0]) and _user_and_password(line[separator.end() :]):
+            return True  # "http.auth: svc-export Dun3^1978": a user and a password
         text = value.group("v")
         if text[:1] not in "\"'`":
             text = _CJK_TAIL.sub("", text).rstrip("([")  # "SK:Xy7...(华为云)"
         if looks_secret(_unquote(text) if text[:1] in "\"'`" else text, prose=False, kind=kind):
             return True
     return False
+
+
+#: Names whose value is a user and a password together.
+_PAIR_NAME = re.compile(r"(?i)(?:^|[^a-z])(?:auth|basic_?auth|credentials?|creds|login|userpass)$")
+
+
+def _jwt_header(token: str) -> bool:
+    """Whether a token's first part decodes to a JWT header (``{"alg": ...}``) and the
+    token is not documentation's sample."""
+    head = token.split(".", 1)[0]
+    try:
+        decoded = json.loads(base64.urlsafe_b64decode(head + "=" * (-len(head) % 4)))
+    except (ValueError, binascii.Error):
+        return False
+    return isinstance(decoded, dict) and "alg" in decoded and not is_documentation_example(token)
+
+
+def _user_and_password(rest: str) -> bool:
+    words = rest.split()
+    return (
+        len(words) == 2
+        and bool(re.fullmatch(r"[\w.@+\-]{2,40}", words[0]))
+        and _strict_value(words[1])
+    )
 
 
 _B64 = re.compile(r"^[A-Za-z0-9+/]+={0,2}$")
@@ -516,6 +543,8 @@ def _zh_near(m: re.Match[str], line: str) -> bool:
     the value must be marked as one (a digit, a symbol, capitals inside it) or, for a
     code, be a run of random letters."""
     value = _group(m, line, "v").strip("\"'`.,;:!?()")
+    if value.startswith("@"):
+        return False  # "mysql://用户名:密码@localhost": the name stands for the value
     if value.isdigit() and _ZH_UNIT.match(line, m.end("v")):
         return False  # "验证码 60 秒内有效": a measure
     marked = (
@@ -709,6 +738,33 @@ PATTERNS: tuple[Pattern, ...] = (
         folded=True,
     ),
     Pattern(
+        # A JSON Web Token whose header says it is one ({"alg": ...}), whatever its payload.
+        "JSON Web Token",
+        re.compile(r"(?<![\w.-])(?P<v>eyJ[\w-]{10,}\.[\w-]{10,}\.[\w-]{10,})(?![\w.-])"),
+        lambda m, line: _jwt_header(_group(m, line, "v")),
+        needs=("eyj",),
+    ),
+    Pattern(
+        # A Wi-Fi QR code's text: WIFI:T:WPA;S:<network>;P:<password>;;
+        "Wi-Fi Password",
+        re.compile(r"\bwifi:(?:[tsh]:[^;\n]*;)*p:(?P<v>[^;\n]{4,63});"),
+        lambda m, line: looks_secret(_group(m, line, "v"), prose=False),
+        needs=("wifi:",),
+        folded=True,
+    ),
+    Pattern(
+        # "root:Maple!copper48", "admin:Hunter2!": an administrator's account and password.
+        "Basic Auth Credentials",
+        re.compile(
+            r"(?<![\w/:.@-])(?P<u>root|admin|administrator|ubuntu|ec2-user|postgres|sa|oracle"
+            r"|pi|elastic|grafana|rabbitmq|guest):(?P<v>[^\s:@/]{6,64})(?![^\s])"
+        ),
+        lambda m, line: _strict_value(_group(m, line, "v")),
+        needs=("root:", "admin", "ubuntu:", "ec2-user:", "postgres:", "sa:", "oracle:", "pi:",
+               "elastic:", "grafana:", "rabbitmq:", "guest:"),
+        folded=True,
+    ),
+    Pattern(
         # "dump_admin:Pelican!Rock-33@db-prod.sql.gz": a URL's credentials without its scheme.
         "URL Password",
         re.compile(
@@ -787,7 +843,7 @@ PATTERNS: tuple[Pattern, ...] = (
     Pattern(
         "Secret In Prose",
         re.compile(
-            rf"{_NAME_START}(?P<k>{_EN_NAMES})\b(?P<gap>[^.!?\n:=;]{{1,40}}?)"
+            rf"{_NAME_START}(?P<k>{_EN_NAMES})\b(?P<gap>[\s,(?](?:[^.!?\n:=;]|[.?](?=\S)|\?){{0,60}}?)"
             r"(?:(?:,\s*|\s+)(?:it'?s|it\s+is|they'?re|they\s+are)\s+|:\s*)"
             r"(?P<rest>[^\n]{1,400})"
         ),
@@ -855,7 +911,8 @@ PATTERNS: tuple[Pattern, ...] = (
         re.compile(
             # Between the name and its verb: an aside in brackets ("(不是助记词)"), and
             # at most one comma ("网易云音乐密码忘了,之前设的是 ...").
-            rf"(?P<k>{_ZH_NAMES})(?P<gap>(?:\([^()\n]{{0,20}}\)|[^,。;!?\n(]){{0,14}}?"
+            rf"(?P<k>{_ZH_NAMES})(?P<gap>(?:\([^()\n]{{0,20}}\)|[\u201c\u300c\"][^\u201d\u300d\"\n]{{0,20}}"
+            rf"[\u201d\u300d\"]|[^,。;!?\n(]){{0,14}}?"
             rf"(?:,[^,。;!?\n]{{0,12}}?)?){_ZH_VERBS}"
             r"\s*(?P<rest>[^\n]{1,400})"
         ),

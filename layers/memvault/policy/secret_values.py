@@ -64,6 +64,7 @@ _TOKEN_WORDS = frozenset(
         *("hmac", "apitoken", "webhooksecret", "signingsecret", "signingkey", "authkey"),
         *("privatekeys", "masterkey", "secretaccesskey", "connectionstring", "connstr"),
         *("sessionid", "jsessionid", "phpsessid", "sessid", "appsecret", "appkey"),
+        *("keypair", "secretkeypair"),
     }
 )
 _WEAK_WORDS = frozenset({"key", "auth", "session", "cookie", "sid", "code", "license", "sk"})
@@ -150,6 +151,7 @@ _NEUTRAL = frozenset(
         *("text", "str", "string", "prod", "production", "dev", "staging", "live", "test"),
         *("main", "default", "backup", "primary", "secondary", "temp", "tmp", "real", "b64"),
         *("base64", "hex", "encoded", "the", "my", "our", "your", "for", "of", "a", "an"),
+        *("base58", "bs58", "json", "bytes", "wif"),
     }
 )
 
@@ -282,7 +284,7 @@ def _zh_name_kind(name: str) -> Kind | None:
 # --- values ----------------------------------------------------------------------------
 
 _TEMPLATE = re.compile(
-    r"^(?:\$\{?[\w.:-]+\}?|\{\{.*\}\}|\{[\w.-]*\}|<[^<>]*>?|\[[^\]]*\]?|%\(?\w+\)?[%s]?|\*+"
+    r"^(?:\$\{?[\w.:-]+\}?|\{\{.*\}\}|\{[\w.-]*\}|<[^<>]*>?|\[[^\]]*\]?|%\(\w+\)[sd]?|%\w+%|\*+"
     r"|x{3,}|X{3,}|\.{3,}|…+|_+|-+|•+|#+|\?+|0{4,})$",
     re.IGNORECASE,
 )
@@ -564,6 +566,8 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
         value = value.rstrip("#*")  # "4821#": the key that ends the code on a keypad
     if kind is Kind.PIN and _CODES.match(value):
         return True  # "35-12-48" (a combination), "4829 1037 5561" (backup codes)
+    if kind is Kind.PIN and not any(c.isdigit() for c in value):
+        return False  # "the PIN is acceptable": a code has digits
     if value.isdigit() and kind is not Kind.WEAK:
         if kind is Kind.TOKEN:
             return len(value) >= 10
@@ -891,6 +895,6 @@ def is_seed_phrase(words: list[str]) -> bool:
         return False
     if not all(_SEED_WORD.match(w) for w in words):
         return False
-    if any(w in _STOPWORDS for w in words):
+    if sum(w in _STOPWORDS for w in words) > 1:  # one is a BIP-39 word too ("can", "any")
         return False
     return len(set(words)) >= len(words) - 2 and bip39_share(words) >= 1 - 1.5 / len(words)

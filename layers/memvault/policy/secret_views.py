@@ -400,11 +400,30 @@ def unwrapped(text: str) -> list[str]:
     if _B64_RUN.search(text) or _HEX_RUN.search(text) or _HEX_PAIRS.search(text):
         changed += _per_line(text, _decode_line)
     changed += path_pairs(text)
+    changed += _words_joined(text)
     out = ["\n".join(changed)] if changed else []
     found = json_lines(text)
     if found:
         out.append(found)
     return out
+
+
+_JOINER = re.compile(r"[_\-]")
+
+
+def _words_joined(text: str) -> list[str]:
+    """An id-like text of words joined by ``_`` or ``-`` ("my_password_is_Hunter2024!",
+    "my-bank-pin-is-4821", a seed phrase joined by hyphens), read with spaces: a tag, a
+    key or a request id holds no spaces, so a sentence is written this way to fit one."""
+    if len(text) > 400 or any(c.isspace() for c in text) or len(_JOINER.findall(text)) < 3:
+        return []
+    if "/" in text:
+        return []  # a path or a URL: its hyphens join the words of a name
+    views = []
+    for joiner in ("_", "-"):
+        if text.count(joiner) >= 3:
+            views.append(text.replace(joiner, " "))
+    return views
 
 
 # --- tokens in pieces ---------------------------------------------------------------------
