@@ -13,7 +13,7 @@ import pytest
 
 from memvault.errors import MemvaultError, ProvenanceNotAllowed, ValidationFailed
 from memvault.models.access import Scope
-from memvault.models.memory import MemoryPatch, MemoryStatus, Source, SourceType
+from memvault.models.memory import MemoryPatch, MemoryStatus, Sensitivity, Source, SourceType
 from memvault.services.memory import MemoryService
 from tests.support.harness import ALL_SCOPES, a_write, ctx
 
@@ -125,14 +125,18 @@ def test_an_agents_unconfirmed_edit_may_not_replace_the_users_memory(
         a_write(request_id="r-own", canonical_key=None, source=_source("model_inferred")),
     ).memory
     assert own.status is MemoryStatus.CANDIDATE and own.chain_id != said.chain_id
-    # With the source it came from (what the user said), the agent's edit is a version.
+    # On what the user said (not confirmed), the agent's edit with the source it came from
+    # is a version.
+    stated = service.write(
+        USER, "u-1", a_write(request_id="r-stated", canonical_key="home-city")
+    ).memory
     edited = service.correct(
         AGENT,
         "u-1",
-        said.memory_id,
+        stated.memory_id,
         MemoryPatch(
             expected_version=1,
-            content="Prefers English for internal documents",
+            content="Lives in Hangzhou now",
             source=Source(type=SourceType.USER_STATEMENT, ref="msg-9"),
         ),
     )
@@ -170,3 +174,82 @@ def test_the_users_own_edit_keeps_or_takes_the_users_provenance(service: MemoryS
     )
     assert reworded.source.type is SourceType.USER_STATEMENT
     assert reworded.status is MemoryStatus.ACTIVE
+
+
+def test_an_agent_may_not_reclassify_a_fact_by_writing_it_again(service: MemoryService) -> None:
+    """A fresh probe: PATCH refused an agent's lowering of sensitivity and widening of
+    visibility, but a POST under the same canonical key did both (pii to internal, one role
+    to every role). The write is refused as the correction is."""
+    reader = ctx(agent_role="planner", principal="agent-planner", max_sensitivity=Sensitivity.PII)
+    service.write(USER, "u-1", a_write(sensitivity="pii", visibility=["planner"], request_id="r-1"))
+    for change in ({"sensitivity": "internal"}, {"visibility": []}):
+        with pytest.raises(ProvenanceNotAllowed):
+            service.write(
+                reader,
+                "u-1",
+                a_write(
+                    request_id=f"r-{sorted(change)[0]}",
+                    source=_source("tool_result"),
+                    **{"sensitivity": "pii", "visibility": ["planner"], **change},
+                ),
+            )
+
+
+def test_an_agent_may_not_confirm_its_candidate_by_claiming_another_source(
+    service: MemoryService,
+) -> None:
+    """A fresh probe: an agent's model_inferred candidate turned active when the agent sent
+    a correction claiming tool_result, or wrote the key again as tool_result. Turning a
+    candidate active is a confirmation, a person's, whatever the route."""
+    inferred = service.write(
+        AGENT, "u-1", a_write(request_id="r-guess", source=_source("model_inferred"))
+    ).memory
+    assert inferred.status is MemoryStatus.CANDIDATE
+    with pytest.raises(ProvenanceNotAllowed):
+        service.correct(
+            AGENT,
+            "u-1",
+            inferred.memory_id,
+            MemoryPatch(expected_version=1, source=_source("tool_result")),
+        )
+    with pytest.raises(ProvenanceNotAllowed):
+        service.write(AGENT, "u-1", a_write(request_id="r-again", source=_source("tool_result")))
+    confirmed = service.correct(
+        USER, "u-1", inferred.memory_id, MemoryPatch(expected_version=1, status="active")
+    )
+    assert confirmed.status is MemoryStatus.ACTIVE
+
+
+def test_what_a_person_confirmed_an_agent_may_not_rewrite(service: MemoryService) -> None:
+    """A fresh probe: an agent replaced the user's confirmed fact by writing it again as
+    tool_result, or correcting it as user_statement with a made-up ref. Content a person
+    vouched for is changed by a person only; an agent may still retag it."""
+    said = service.write(USER, "u-1", a_write(source=_source("user_confirmed"))).memory
+    with pytest.raises(ProvenanceNotAllowed):
+        service.write(
+            AGENT,
+            "u-1",
+            a_write(request_id="r-2", content="Prefers English", source=_source("tool_result")),
+        )
+    with pytest.raises(ProvenanceNotAllowed):
+        service.correct(
+            AGENT,
+            "u-1",
+            said.memory_id,
+            MemoryPatch(
+                expected_version=1,
+                content="Prefers English",
+                source=_source("user_statement", ref="made-up"),
+            ),
+        )
+    retagged = service.correct(
+        AGENT, "u-1", said.memory_id, MemoryPatch(expected_version=1, tags=["checked"])
+    )
+    assert retagged.version == 2 and retagged.status is MemoryStatus.ACTIVE
+    rewritten = service.correct(
+        USER,
+        "u-1",
+        said.memory_id,
+        MemoryPatch(expected_version=2, content="Prefers English for documents"),
+    )
+    assert rewritten.version == 3

@@ -709,6 +709,17 @@ class Governance(RuleBasedStateMachine):
         )
         return None
 
+    @staticmethod
+    def supersede_refused(who: Caller, head: Version, status: str, content_changed: bool) -> bool:
+        """A candidate never replaces an active version; a candidate turned active is a
+        person's confirmation; what a person vouched for, only a person rewrites."""
+        if head.status == "active" and status == "candidate":
+            return True
+        if head.status == "candidate" and status == "active" and who.kind == "agent":
+            return True
+        vouched = head.source in ("user_confirmed", "human_review")
+        return who.kind == "agent" and content_changed and head.status == "active" and vouched
+
     def judge_new_write(
         self, who: Caller, subject: str, body: dict[str, Any], answer: Answer, what: str
     ) -> None:
@@ -729,9 +740,19 @@ class Governance(RuleBasedStateMachine):
             if art.gone or not art.committed or not here:
                 return self.expect(answer, 422, what, "artifact_not_committed")
         inferred = body["source"]["type"] == "model_inferred"
-        if chain is not None and chain.head.status == "active" and inferred:
-            # An unconfirmed inference may not take an active fact's place.
+        if chain is not None and self.supersede_refused(
+            who, chain.head, "candidate" if inferred else "active", text != chain.head.content
+        ):
             return self.expect(answer, 403, what, "provenance_not_allowed")
+        if chain is not None and who.kind == "agent":
+            level_sent = Sensitivity(body["sensitivity"])
+            lowered = level_sent.rank < chain.head.sensitivity.rank and "@example.com" not in text
+            widened = bool(chain.head.visibility) and (
+                not body["visibility"] or not set(body["visibility"]) <= set(chain.head.visibility)
+            )
+            if lowered or widened:
+                # Writing the fact again is no way around a person's reclassification.
+                return self.expect(answer, 403, what, "provenance_not_allowed")
         self.expect(answer, 201, what)
         out = answer.body
         self.check(
@@ -871,8 +892,8 @@ class Governance(RuleBasedStateMachine):
             # Who else may read it is a person's decision, never an agent's.
             return self.expect(answer, 403, what, "provenance_not_allowed")
         confirmed = change == "confirm" or (head.status == "active" and kept)
-        if head.status == "active" and source == "model_inferred" and not confirmed:
-            # An agent's unconfirmed edit may not take an active fact's place.
+        status = "candidate" if source == "model_inferred" and not confirmed else "active"
+        if self.supersede_refused(who, head, status, change == "content"):
             return self.expect(answer, 403, what, "provenance_not_allowed")
         pii = head.pii and change != "content"
         new_level = Sensitivity(patch.get("sensitivity", head.sensitivity.value))

@@ -123,19 +123,47 @@ def check_reclassify(
         )
 
 
-def check_supersede(current: MemoryStatus | None, new: MemoryStatus) -> None:
-    """An unconfirmed version (a ``model_inferred`` one, waiting as a candidate) may not
-    take an active fact's place: the fact would stop being recalled on an agent's guess,
-    before anyone confirmed it. The inference goes in as a memory of its own (without the
-    fact's canonical key), or from a person's token, or with the source that makes it
-    trusted (``user_statement`` with the ``source.ref`` of what the user said)."""
-    if current is MemoryStatus.ACTIVE and new is MemoryStatus.CANDIDATE:
+#: Sources a person vouched for: the user's confirmation, a reviewer's decision.
+_PERSON_CONFIRMED = frozenset({SourceType.USER_CONFIRMED, SourceType.HUMAN_REVIEW})
+
+
+def check_supersede(
+    ctx: AccessContext,
+    current: tuple[MemoryStatus, SourceType],
+    new: MemoryStatus,
+    *,
+    content_changed: bool,
+) -> None:
+    """What a new version may do to the one it replaces, whether it comes as a correction
+    or as a write under the same canonical key:
+
+    - an unconfirmed version (a ``model_inferred`` one, waiting as a candidate) may not
+      take an active fact's place: the fact would stop being recalled on a guess no one
+      confirmed;
+    - a candidate turned active is a confirmation, a person's, whatever turns it (the
+      status, a source claimed anew, a write over it);
+    - the content a person vouched for (``user_confirmed``, ``human_review``) is changed by
+      a person only: an agent's claim (``tool_result``, ``user_statement`` with a ref no one
+      checks) may not replace it.
+    """
+    status, source = current
+    if status is MemoryStatus.ACTIVE and new is MemoryStatus.CANDIDATE:
         raise ProvenanceNotAllowed(
             "an unconfirmed (model_inferred) version may not replace an active memory: "
             "write the inference as a memory of its own, without this canonical key, for "
             "the user or a reviewer to confirm; or send the source it came from "
             "(user_statement with source.ref, or tool_result)",
-            {"action": "supersede_active", "current_status": current.value},
+            {"action": "supersede_active", "current_status": status.value},
+        )
+    if status is MemoryStatus.CANDIDATE and new is MemoryStatus.ACTIVE:
+        check_confirm(ctx)
+    agent = caller_kind(ctx) is Caller.AGENT
+    if agent and content_changed and status is MemoryStatus.ACTIVE and source in _PERSON_CONFIRMED:
+        raise ProvenanceNotAllowed(
+            "this memory's content was confirmed by a person (user_confirmed or "
+            "human_review); an agent token may not replace it. Write what the agent learned "
+            "as a memory of its own for the user or a reviewer to confirm",
+            {"caller": Caller.AGENT.value, "action": "replace_confirmed"},
         )
 
 

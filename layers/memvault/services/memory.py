@@ -45,6 +45,7 @@ from memvault.models.memory import (
 from memvault.observability import logger
 from memvault.policy import provenance, write_policy
 from memvault.policy.pii import refuse_personal_ids
+from memvault.policy.secrets import refuse_secrets
 from memvault.services.artifacts import readable_artifacts
 from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
 from memvault.storage.ports.artifacts import ArtifactStore
@@ -113,7 +114,10 @@ class MemoryService:
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
         provenance.check_claim(ctx, cmd.source)
-        refuse_personal_ids([("request_id", cmd.request_id)], "the memory")
+        refuse_secrets([("subject_id", subject_id)], "the memory")
+        refuse_personal_ids(
+            [("request_id", cmd.request_id), ("subject_id", subject_id)], "the memory"
+        )
         # 128 bits tell two payloads apart; the record is an attribute of the version item,
         # whose size is billed by the kilobyte.
         payload_hash = _hash(cmd.fingerprint_payload())[:_PAYLOAD_HASH_HEX]
@@ -150,7 +154,17 @@ class MemoryService:
             if chain is not None:
                 self._check_chain_length(chain)
                 if previous is not None:
-                    provenance.check_supersede(previous.status, decision.status)
+                    provenance.check_supersede(
+                        ctx,
+                        (previous.status, previous.source.type),
+                        decision.status,
+                        content_changed=cmd.content != previous.content,
+                    )
+                    provenance.check_reclassify(
+                        ctx,
+                        (previous.sensitivity, previous.visibility),
+                        (decision.sensitivity, list(cmd.visibility)),
+                    )
                 chain_id = chain.chain_id
             elif pointer is not None:
                 chain_id = keyed_chain_id(pointer, pointer_chain, self.ids.new_id("chn"))
@@ -618,7 +632,12 @@ class MemoryService:
                 or (current.status is MemoryStatus.ACTIVE and kept),
             )
         )
-        provenance.check_supersede(current.status, decision.status)
+        provenance.check_supersede(
+            ctx,
+            (current.status, current.source.type),
+            decision.status,
+            content_changed=content_changed,
+        )
         now = self.clock.now()
         expires_at = (
             current.expires_at
