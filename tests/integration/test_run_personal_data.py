@@ -22,6 +22,7 @@ from memvault.errors import (
     IdempotencyKeyReused,
     NotFound,
     OperationConflict,
+    SecretDetected,
     ValidationFailed,
     VersionConflict,
 )
@@ -39,7 +40,7 @@ from memvault.models.run import (
 )
 from memvault.models.session import AppendMessage
 from memvault.wiring import Services
-from tests.support.harness import ctx
+from tests.support.harness import a_write, ctx
 
 SSN = "078-05-1120"
 EMAIL = "alice@example.com"
@@ -326,6 +327,47 @@ def test_operation_event_approval_and_session_ids_holding_personal_data_are_refu
             AppendMessage(request_id="m-1", role="assistant", content="hello"),  # type: ignore[arg-type]
         )
     _refused_as_id(raised, "session_id")
+
+
+def test_an_ssn_in_an_id_and_a_credential_in_a_subject_id_are_refused(
+    services: Services,
+) -> None:
+    """A fresh probe: an SSN with its dashes was accepted in operation, run, event, approval
+    and session ids and an event type (and listed to public readers), and a service token
+    wrote memories under a subject id that was a GitHub token. Ids hold neither."""
+    running(services)
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.record_operation(
+            PII_READER, "r-1", f"op-{ID_SSN}", RecordOperation(status=OperationStatus.PENDING)
+        )
+    _refused_as_id(raised, "operation_id")
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.deliver_event(
+            PII_READER, "r-1", RunEvent(event_id="ev-1", type=f"ssn-{ID_SSN}")
+        )
+    _refused_as_id(raised, "type")
+    with pytest.raises(ValidationFailed) as raised:
+        services.runs.create(
+            PII_READER, f"case-{ID_SSN}", CreateRun(subject_id="u-1", plan_version="p1")
+        )
+    _refused_as_id(raised, "run_id")
+    token = "ghp_" + "Zq7vN2kLx9RtWb4M" * 2 + "Ab1x"
+    service = ctx(
+        subject=None,
+        scopes=frozenset({Scope.MEMORY_WRITE, Scope.SUBJECTS_ANY, Scope.SESSIONS_WRITE}),
+    )
+    with pytest.raises(SecretDetected):
+        services.memory.write(service, token, a_write())
+    with pytest.raises(SecretDetected):
+        services.sessions.append(
+            service,
+            token,
+            "s-1",
+            AppendMessage(request_id="m-1", role="assistant", content="hello"),  # type: ignore[arg-type]
+        )
+    with pytest.raises(ValidationFailed) as raised:
+        services.memory.write(service, f"u-{ID_SSN}", a_write())
+    _refused_as_id(raised, "subject_id")
 
 
 def test_an_artifact_named_with_personal_data_must_be_declared_pii(services: Services) -> None:

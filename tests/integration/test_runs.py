@@ -432,9 +432,14 @@ def test_an_event_of_any_type_is_recorded_once_and_changes_nothing(runs: RunServ
 
     again = runs.deliver_event(me(), "run-1", push)
     assert (again["duplicate"], again["applied"]) == (True, False)
+    # The payload is never stored: a redelivery with another payload is the duplicate, so
+    # that no caller can confirm a guess of a payload it never saw (a fresh probe told a
+    # right guess, 200, from a wrong one, 409). Another type under the id is refused.
     changed = push.model_copy(update={"payload": {"number": 43}})
+    guessed = runs.deliver_event(me(), "run-1", changed)
+    assert (guessed["duplicate"], guessed["applied"]) == (True, False)
     with pytest.raises(IdempotencyKeyReused):
-        runs.deliver_event(me(), "run-1", changed)
+        runs.deliver_event(me(), "run-1", push.model_copy(update={"type": "github.push"}))
     # A known type keeps its effect, with or without a payload.
     cancel = RunEvent(event_id="c-1", type="cancel.requested", payload={"reason": "user"})
     assert runs.deliver_event(me(), "run-1", cancel)["checkpoint"].status is RunStatus.CANCELLED

@@ -190,12 +190,12 @@ class RunEvent(BaseModel):
         + " change the run, any other is recorded",
     )
     approval_id: ExternalId | None = None
-    #: What came with the event: part of its identity (the same id with another payload
-    #: is refused), never stored (only its hash is).
+    #: What came with the event: never stored, and not part of its identity (a
+    #: redelivery of the id with another payload is answered as the duplicate).
     payload: dict[str, JsonValue] | None = Field(
         default=None,
-        description=f"a JSON object of at most {EVENT_PAYLOAD_MAX_BYTES} bytes; only its "
-        "hash is kept",
+        description=f"a JSON object of at most {EVENT_PAYLOAD_MAX_BYTES} bytes; never stored: "
+        "the event_id, type and approval_id identify the event",
     )
 
     @field_validator("payload")

@@ -304,10 +304,12 @@ ID_REFUSED_KINDS = frozenset({"email", "iban", "passport"})
 def refuse_personal_ids(fields: Iterable[tuple[str, str | None]], what: str) -> None:
     """Refuse ids (a run's, a session's, an operation's, an event's...) that hold personal
     data: a 422 naming the field and the kind, never the value."""
-    found = [
-        f
-        for f in find_pii((name, value) for name, value in fields if value)
-        if f.pii_type in ID_REFUSED_KINDS
+    named = [(name, value) for name, value in fields if value]
+    found = [f for f in find_pii(named) if f.pii_type in ID_REFUSED_KINDS]
+    # A US social security number written with its separators (078-05-1120) is precise
+    # enough to refuse in an id: no UUID or snowflake has that shape.
+    found += [
+        PiiFinding(name, "national_id") for name, value in named if _SSN.search(normalise(value))
     ]
     if found:
         first = found[0]

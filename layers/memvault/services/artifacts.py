@@ -124,11 +124,18 @@ class ArtifactService:
                 {"field": "sensitivity"},
             )
         refuse_secrets(
-            [("request_id", body.request_id), ("name", body.name), ("media_type", body.media_type)],
+            [
+                ("request_id", body.request_id),
+                ("name", body.name),
+                ("media_type", body.media_type),
+                ("subject_id", subject_id),
+            ],
             "the artifact's metadata",
         )
         _check_name(body)
-        refuse_personal_ids([("request_id", body.request_id)], "the artifact")
+        refuse_personal_ids(
+            [("request_id", body.request_id), ("subject_id", subject_id)], "the artifact"
+        )
         max_bytes, media_types = self.settings.artifact_limits(ctx.tenant_id)
         if body.size_bytes > max_bytes:
             raise PayloadTooLarge(

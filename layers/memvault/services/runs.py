@@ -185,12 +185,13 @@ class RunService:
         refuse_secrets(
             [
                 ("run_id", run_id),
+                ("subject_id", body.subject_id),
                 ("plan_version", body.plan_version),
                 *structured_fields(body.budget, "budget"),
             ],
             "the run",
         )
-        refuse_personal_ids([("run_id", run_id)], "the run")
+        refuse_personal_ids([("run_id", run_id), ("subject_id", body.subject_id)], "the run")
         personal = _personal_fields(
             [("plan_version", body.plan_version), *text_fields(body.budget, "budget")],
             body.consent,
@@ -563,22 +564,30 @@ class RunService:
             "the event",
         )
         refuse_personal_ids(
-            [("event_id", event.event_id), ("approval_id", event.approval_id)], "the event"
+            [
+                ("event_id", event.event_id),
+                ("approval_id", event.approval_id),
+                ("type", event.type),
+            ],
+            "the event",
         )
-        # Without a payload, the digest is what it was before events carried one, so a
-        # receipt recorded then still recognises its replay.
-        fingerprint = _digest(
-            event.model_dump(mode="json", exclude={"payload"} if event.payload is None else None)
-        )
+        # An event is its id, type and approval: the payload is never stored, so a
+        # redelivery with another payload is the same event, answered as the duplicate.
+        # (Had it been refused, a caller could confirm a guess of a payload it never saw:
+        # the right guess answered 200, a wrong one 409.) The digest of those three fields
+        # is what receipts held before events carried a payload; receipts recorded while
+        # the payload was part of the digest still recognise their exact replay.
+        fingerprint = _digest(event.model_dump(mode="json", exclude={"payload"}))
+        accepted = {fingerprint, _digest(event.model_dump(mode="json"))}
         for _ in range(5):
             key, stored = self._load(ctx, run_id, subject_id)
             current = stored.checkpoint
             now = self.clock.now()
             receipt = self.store.receipt(ctx.tenant_id, key, event.event_id, now=now)
             if receipt is not None:
-                if receipt.fingerprint != fingerprint:
+                if receipt.fingerprint not in accepted:
                     raise IdempotencyKeyReused(
-                        "this event_id was delivered with other content",
+                        "this event_id was delivered with another type or approval_id",
                         {"event_id": event.event_id},
                     )
                 return {

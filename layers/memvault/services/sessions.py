@@ -143,11 +143,21 @@ class SessionService:
         elif msg.role is Role.USER:
             _check_user_message(ctx)
         refuse_secrets(
-            [("content", msg.content), ("request_id", msg.request_id), ("session_id", session_id)],
+            [
+                ("content", msg.content),
+                ("request_id", msg.request_id),
+                ("session_id", session_id),
+                ("subject_id", subject_id),
+            ],
             "the message",
         )
         refuse_personal_ids(
-            [("session_id", session_id), ("request_id", msg.request_id)], "the message"
+            [
+                ("session_id", session_id),
+                ("request_id", msg.request_id),
+                ("subject_id", subject_id),
+            ],
+            "the message",
         )
         sensitivity = _classify(msg.content, msg.consent, "message")
         for attempt in range(_APPEND_ATTEMPTS):
