@@ -760,8 +760,20 @@ PATTERNS: tuple[Pattern, ...] = (
             r"|pi|elastic|grafana|rabbitmq|guest):(?P<v>[^\s:@/]{6,64})(?![^\s])"
         ),
         lambda m, line: _strict_value(_group(m, line, "v")),
-        needs=("root:", "admin", "ubuntu:", "ec2-user:", "postgres:", "sa:", "oracle:", "pi:",
-               "elastic:", "grafana:", "rabbitmq:", "guest:"),
+        needs=(
+            "root:",
+            "admin",
+            "ubuntu:",
+            "ec2-user:",
+            "postgres:",
+            "sa:",
+            "oracle:",
+            "pi:",
+            "elastic:",
+            "grafana:",
+            "rabbitmq:",
+            "guest:",
+        ),
         folded=True,
     ),
     Pattern(
