@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import time
+import urllib.request
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -437,12 +438,28 @@ def moto_server(runtime_ref: list[Runtime], world_ref: list[World]) -> Iterator[
             pass
 
 
+def _clear_deployed_indices(opensearch_url: str) -> None:
+    """Remove what an earlier rehearsal left on the node: a deployed stack names its index
+    ``memvault-memories--<model>`` (other tests use their own random prefixes), and both
+    modes deploy tenant ``acme`` with the same memories. The silo's leftovers outranked the
+    pool's own memory in its recall, and re-validation then dropped every stale hit: an
+    empty answer, as on a node reused across runs. Each rehearsal starts on an empty one,
+    as a fresh deployment does."""
+    listing = urllib.request.urlopen(
+        f"{opensearch_url}/_cat/indices/memvault-memories*?format=json", timeout=30
+    )
+    for row in json.loads(listing.read() or b"[]"):
+        request = urllib.request.Request(f"{opensearch_url}/{row['index']}", method="DELETE")
+        urllib.request.urlopen(request, timeout=30).read()
+
+
 @contextmanager
 def rehearse(outdir: Path, mode: str, opensearch_url: str, workdir: Path) -> Iterator[World]:
     """Stand the synthesized stack in ``outdir`` up and yield it, rehearsed."""
     template = Template.load(outdir)
     runtime_ref: list[Runtime] = []
     world_ref: list[World] = []
+    _clear_deployed_indices(opensearch_url)
     search = SearchDomain(opensearch_url, workdir / "tls")
     bedrock = Bedrock()
     search.start()
