@@ -450,16 +450,22 @@ def test_the_sessions_purge_step_forgets_through_the_port(store: SessionStore) -
 # ------------------------------------------------------------------------ concurrency
 
 
-def _append_until_stored(store: SessionStore, request_id: str) -> tuple[bool, set[Conflict]]:
+def _append_until_stored(
+    store: SessionStore, request_id: str, together: threading.Barrier | None = None
+) -> tuple[bool, set[Conflict]]:
     """What the service does: read, decide the next sequence number, compare-and-set,
     re-read on refusal. Returns whether this call stored the message and every cause it
-    was refused for on the way."""
+    was refused for on the way. With ``together``, every caller has read the head before
+    any first attempt is made, so they surely collide (on a loaded machine a thread could
+    otherwise read and write within one time slice, and no two ever meet)."""
     seen: set[Conflict] = set()
-    for _ in range(2000):
+    for attempt in range(2000):
         if store.receipt(*KEY, request_id) is not None:
             return False, seen
         head = store.head(*KEY)
         seq = head.last_seq + 1 if head else 1
+        if attempt == 0 and together is not None:
+            together.wait()
         try:
             store.append(new(seq, request_id, content=f"from {request_id}"))
         except ConditionFailed as err:
@@ -491,7 +497,8 @@ def _race(workers: int, work: Callable[[int], tuple[bool, set[Conflict]]]) -> li
 
 
 def test_concurrent_appends_each_get_their_own_sequence_number(store: SessionStore) -> None:
-    results = _race(32, lambda i: _append_until_stored(store, f"r-{i}"))
+    read_first = threading.Barrier(32)
+    results = _race(32, lambda i: _append_until_stored(store, f"r-{i}", read_first))
 
     assert all(stored for stored, _ in results)
     refusals = set().union(*(causes for _, causes in results))
