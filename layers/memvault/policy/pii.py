@@ -11,8 +11,6 @@ words around them.
 
 from __future__ import annotations
 
-import base64
-import binascii
 import ipaddress
 import re
 import threading
@@ -22,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from memvault.errors import ValidationFailed
+from memvault.policy.secret_context import BASE64_RUN, base64_text
 from memvault.policy.secret_patterns import normalise
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
@@ -243,25 +242,16 @@ def _spelled_email(text: str) -> bool:
     return False
 
 
-#: A base64 or base64url run long enough to hold an address (``a@b.io`` is 8 bytes).
-_B64_RUN = re.compile(r"(?<![A-Za-z0-9+/_-])[A-Za-z0-9+/_-]{12,400}={0,2}(?![A-Za-z0-9+/=_-])")
 _MAX_DECODED = 20
 
 
 def _encoded_email(text: str) -> bool:
     """An e-mail address written in base64 (``amFuZUBleGFtcGxlLm9yZw==``), as a probe
     stored one to pass the classifier; what the run decodes to must be printable text."""
-    for m in list(_B64_RUN.finditer(text))[:_MAX_DECODED]:
-        run = m.group().rstrip("=")
-        padded = run + "=" * (-len(run) % 4)
-        for alphabet in (None, b"-_"):
-            try:
-                raw = base64.b64decode(padded, altchars=alphabet, validate=True)
-                decoded = raw.decode("utf-8")
-            except (binascii.Error, ValueError):
-                continue
-            if decoded.isprintable() and _EMAIL.search(decoded):
-                return True
+    for m in list(BASE64_RUN.finditer(text))[:_MAX_DECODED]:
+        decoded = base64_text(m.group())
+        if decoded is not None and _EMAIL.search(decoded):
+            return True
     return False
 
 

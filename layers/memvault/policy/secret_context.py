@@ -35,7 +35,7 @@ from memvault.policy.secret_values import (
 )
 from memvault.policy.secret_wordlist import bip39_share
 
-__all__ = ["context_secrets"]
+__all__ = ["BASE64_RUN", "base64_text", "context_secrets"]
 
 #: Texts longer than this are judged by the pattern rules only.
 MAX_CONTEXT_CHARS = 20_000
@@ -120,7 +120,9 @@ def _user_password(value: str) -> bool:
 # --- derived values -----------------------------------------------------------------------
 
 _B64 = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{8,400}={0,2}(?![A-Za-z0-9+/=_\-])")
-_B64_LONG = re.compile(r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{12,400}={0,2}(?![A-Za-z0-9+/=_\-])")
+BASE64_RUN = re.compile(
+    r"(?<![A-Za-z0-9+/=_\-])[A-Za-z0-9+/_\-]{12,400}={0,2}(?![A-Za-z0-9+/=_\-])"
+)
 _HEX = re.compile(r"(?<![0-9A-Za-z])(?:0x)?((?:[0-9A-Fa-f]{2}){4,200})(?![0-9A-Za-z])")
 _ESCAPES = re.compile(r"(?:\\u[0-9a-fA-F]{4}|\\x[0-9a-fA-F]{2}){4,200}")
 _PERCENT = re.compile(r"(?:%[0-9A-Fa-f]{2}|[A-Za-z0-9._~!*'()\-]){4,200}")
@@ -141,7 +143,9 @@ def _printable(raw: bytes) -> str | None:
     return text
 
 
-def _b64(run: str) -> str | None:
+def base64_text(run: str) -> str | None:
+    """What a base64 or base64url run decodes to, when that is printable UTF-8 text of four
+    characters or more (``None`` for runs of digits, hex or letters only)."""
     if run.isdigit() or re.fullmatch(r"[0-9a-fA-F]+", run) or run.isalpha():
         return None
     body = run.rstrip("=")
@@ -165,7 +169,7 @@ def _collapse(m: re.Match[str]) -> str | None:
 
 def _derived(line: str, backwards: bool) -> Iterator[str]:
     for m in _B64.finditer(line):
-        found = _b64(m.group())
+        found = base64_text(m.group())
         if found is not None and found[:1] not in "{[":
             yield found
     for m in _HEX.finditer(line):
@@ -397,7 +401,7 @@ def _random_near_name(line: str, kinds: list[Kind]) -> bool:
 
 def _b64_text(run: str) -> bool:
     """Whether a base64 run decodes to ordinary text (mostly letters, CJK included)."""
-    decoded = _b64(run)
+    decoded = base64_text(run)
     if decoded is None or len(decoded) < 4:
         return False
     letters = sum(
@@ -408,8 +412,8 @@ def _b64_text(run: str) -> bool:
 
 def _basic_pair(line: str) -> bool:
     """A base64 run that decodes to ``user:password``."""
-    for m in _B64_LONG.finditer(line):
-        found = _b64(m.group())
+    for m in BASE64_RUN.finditer(line):
+        found = base64_text(m.group())
         if found is not None and ":" in found and _user_password(found):
             return True
     return False
