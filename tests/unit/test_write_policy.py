@@ -72,6 +72,7 @@ PII = {
     "email": "reach me at li.wei@example.com",
     "phone, international": "call +1 415-555-2671 after six",
     "phone, PRC mobile": "我的手机号是 13812345678",
+    "phone, the digits a UUID's last group could hold": "ring 114013845259 after six",
     "card number": "card 4111 1111 1111 1111 expires soon",
     "US SSN": "ssn 123-45-6789",
     "PRC resident id": "身份证 11010519491231002X",
@@ -113,6 +114,10 @@ def test_personal_data_with_consent_is_classified_pii(text: str) -> None:
         "order 536221234 shipped, progress 100%40 done",
         "image tag aGVsbG8gd29ybGQgYWdhaW4= is base64 of a greeting",
         "trace id 4bf92f3577b34da6a3ce929d0e0e4736",
+        # A UUID whose last group is digits that also spell a valid phone number.
+        "checkpoint 1f1ef3e9-c56e-6105-bfff-114013845259 stored",
+        # Germany's plan has valid four-digit service numbers: not a person's reach.
+        "resumed at step 1640",
     ],
 )
 def test_ordinary_text_is_not_classified_as_personal_data(text: str) -> None:

@@ -110,9 +110,16 @@ def _has_phone(text: str) -> bool:
             matcher = phonenumbers.PhoneNumberMatcher(
                 text, region, leniency=phonenumbers.Leniency.VALID
             )
-            if matcher.has_next():
+            # A number is a person's reach only with a subscriber's length: Germany's
+            # plan holds valid four-digit service numbers, which would make "step 1640"
+            # a phone number.
+            if any(len(str(m.number.national_number)) >= _PHONE_MIN_DIGITS for m in matcher):
                 return True
     return False
+
+
+#: The fewest digits of a national number read as a phone number.
+_PHONE_MIN_DIGITS = 7
 
 
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
@@ -255,20 +262,37 @@ def _encoded_email(text: str) -> bool:
     return False
 
 
+#: A hex identifier in dash-joined groups (a UUID, a truncated or dashed digest): three or
+#: more groups, at least one with a hex letter.
+_HEX_ID = re.compile(r"(?<![0-9A-Za-z-])[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+){2,}(?![0-9A-Za-z-])")
+
+
+def _without_hex_ids(text: str) -> str:
+    """The text with each hex identifier blanked, for the checks that read numbers: a
+    UUID's last group is all digits one time in 280 and then often a valid phone number
+    (``...-bfff-114013845259``), which would make any run state or record holding a
+    UUID personal data, withheld from its own writer's token."""
+    return _HEX_ID.sub(
+        lambda m: " " * len(m.group()) if re.search("[A-Fa-f]", m.group()) else m.group(),
+        text,
+    )
+
+
 def _kinds_in(text: str) -> list[str]:
     kinds = []
     if _EMAIL.search(text) or _spelled_email(text) or _encoded_email(text):
         kinds.append("email")
+    numbers = _without_hex_ids(text)
     if (
-        _SSN.search(text)
-        or _SSN_NAMED.search(text)
+        _SSN.search(numbers)
+        or _SSN_NAMED.search(numbers)
         or _NINO.search(text)
-        or any(_prc_id_ok(m.group()) for m in _PRC_ID.finditer(text))
+        or any(_prc_id_ok(m.group()) for m in _PRC_ID.finditer(numbers))
     ):
         kinds.append("national_id")
-    if _has_card(text):
+    if _has_card(numbers):
         kinds.append("card_number")
-    if _has_phone(text):
+    if _has_phone(numbers):
         kinds.append("phone_number")
     kinds += [kind for kind, found in _CHECKS if found(text)]
     return kinds
