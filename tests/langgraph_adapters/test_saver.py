@@ -18,7 +18,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
 from memvault.client import AsyncMemvaultClient, ConsentRequired, MemvaultClient, VersionConflict
-from memvault.langgraph import CheckpointConflict, MemvaultSaver
+from memvault.langgraph import CheckpointConflict, CheckpointWithheld, MemvaultSaver
 from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack
 from tests.langgraph_adapters.conftest import SCOPES, TENANT, mint
@@ -256,3 +256,29 @@ def test_personal_data_in_what_the_saver_stores_as_text_needs_the_savers_consent
         head = saver.get_tuple(config)
     assert head is not None and head.checkpoint["channel_values"] == {"n": 2}
     assert head.config["configurable"]["checkpoint_id"] == second["configurable"]["checkpoint_id"]
+
+
+def test_a_thread_whose_state_the_token_may_not_read_is_refused_not_lost(
+    stack: RunningStack, client: MemvaultClient, subject: str
+) -> None:
+    """A checkpoint put with consent and personal data in its text is withheld from a token
+    below ``pii``: the server answers its state empty. The saver must not take that for an
+    empty thread (a get_tuple answering None, a put failing as a fork): it raises
+    CheckpointWithheld, naming what to use instead."""
+    thread = f"t-{uuid.uuid4().hex}"
+    config: RunnableConfig = {
+        "configurable": {"thread_id": thread, "checkpoint_ns": "inbox:alice@example.com"}
+    }
+    token = DevKey.load_or_create(stack.home).mint(
+        tenant=TENANT, subject=subject, scope=SCOPES, max_sensitivity="pii"
+    )
+    with MemvaultClient(stack.url, token=token) as mv:
+        first = MemvaultSaver(subject_id=subject, client=mv, consent=True).put(
+            config, _checkpoint(n=1), {"source": "input", "step": -1}, {}
+        )
+    below = MemvaultSaver(subject_id=subject, client=client, consent=True)
+    with pytest.raises(CheckpointWithheld) as raised:
+        below.get_tuple(config)
+    assert "max_sensitivity" in raised.value.message
+    with pytest.raises(CheckpointWithheld):
+        below.put(first, _checkpoint(n=2), {"source": "loop", "step": 0}, {})

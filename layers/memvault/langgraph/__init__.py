@@ -7,11 +7,17 @@ memvault`` never loads this package.
 
 from __future__ import annotations
 
-from memvault.langgraph.saver import CheckpointConflict, MemvaultSaver, ThreadForked
+from memvault.langgraph.saver import (
+    CheckpointConflict,
+    CheckpointWithheld,
+    MemvaultSaver,
+    ThreadForked,
+)
 from memvault.langgraph.store import MemvaultStore, StoreValueError
 
 __all__ = [
     "CheckpointConflict",
+    "CheckpointWithheld",
     "MemvaultSaver",
     "MemvaultStore",
     "StoreValueError",

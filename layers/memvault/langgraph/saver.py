@@ -51,6 +51,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from memvault.client import AsyncMemvaultClient, MemvaultClient
 from memvault.client.errors import (
+    Forbidden,
     IllegalTransition,
     MemvaultError,
     NotFound,
@@ -103,12 +104,30 @@ class CheckpointConflict(VersionConflict):
 ThreadForked = CheckpointConflict
 
 
+class CheckpointWithheld(Forbidden):
+    """The thread's checkpoint holds personal data (it was put with ``consent=True``) and
+    this saver's token may not read it: its ``max_sensitivity`` is below ``pii``. Acting
+    on the empty state the server answers in its place would lose the thread, so the
+    saver stops here; use a token whose ``max_sensitivity`` is ``pii``."""
+
+
 class ArtifactDigestMismatch(MemvaultError):
     """An offloaded value's bytes do not have the sha256 its checkpoint names."""
 
 
 def _hash(*parts: Any) -> str:
     return hashlib.sha256(json.dumps(parts, separators=(",", ":")).encode()).hexdigest()[:40]
+
+
+def _readable(run: RunCheckpoint) -> RunCheckpoint:
+    if "state" in run.withheld:
+        raise CheckpointWithheld(
+            "this thread's checkpoint holds personal data above this token's "
+            "max_sensitivity, so the server withheld it; use a token whose max_sensitivity "
+            "is pii to read or continue the thread",
+            details={"run_id": run.run_id, "withheld": list(run.withheld)},
+        )
+    return run
 
 
 def _state_size(state: dict[str, Any]) -> int:
@@ -292,13 +311,13 @@ class MemvaultSaver(BaseCheckpointSaver[str]):
             run: RunCheckpoint = yield Op("get_run", (run_id,), {"subject_id": self.subject_id})
         except NotFound:
             return None
-        return run
+        return _readable(run)
 
     def _version(self, run_id: str, version: int) -> Flow[RunCheckpoint]:
         run: RunCheckpoint = yield Op(
             "get_run_version", (run_id, version), {"subject_id": self.subject_id}
         )
-        return run
+        return _readable(run)
 
     def _read_or_create(self, run_id: str) -> Flow[RunCheckpoint]:
         run = yield from self._read(run_id)
