@@ -5,7 +5,8 @@ Only the given folders are importable, in order (the function's asset, the layer
 ``python/``, then the runtime's boto3), beside the standard library: ``-I -S`` keeps the
 test environment's site-packages and ``PYTHONPATH`` out. Each line on stdin is one
 invocation, ``{"event": ..., "request_id": ..., "deadline_ms": ...}``; each answer goes,
-one line, to the file descriptor named by ``REHEARSAL_ANSWERS``: ``{"result": ...}`` or
+one line, to the file descriptor named by ``REHEARSAL_ANSWERS`` (after a first line,
+``{"ready": true}``, once the handler's module is imported): ``{"result": ...}`` or
 the error shape Lambda reports for an unhandled error, ``{"error": {"errorMessage",
 "errorType", "stackTrace"}}``. The function's own output (its logs) goes to stdout and
 stderr, which the rehearsal keeps in a file.
@@ -114,6 +115,8 @@ def main() -> None:
             "errorType": f"Runtime.ImportModuleError: {type(err).__name__}",
             "stackTrace": traceback.format_exc().splitlines(),
         }
+    # The init phase is over (Lambda gives it its own 10 s, apart from the timeout).
+    answers.write(json.dumps({"ready": True}) + "\n")
     for line in sys.stdin:
         request = json.loads(line)
         if init_error is not None or handler is None:

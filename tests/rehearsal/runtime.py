@@ -24,6 +24,8 @@ from tests.rehearsal.template import ACCOUNT, REGION
 BOOTSTRAP = Path(__file__).with_name("bootstrap.py")
 #: What the Lambda Python runtime provides beside the standard library.
 RUNTIME_PACKAGES = ("boto3", "botocore", "s3transfer", "jmespath", "dateutil", "six", "urllib3")
+#: Lambda's limit on the init phase (importing the handler's module), apart from the timeout.
+INIT_TIMEOUT_S = 10.0
 
 
 def runtime_boto(target: Path) -> Path:
@@ -110,6 +112,20 @@ class FunctionProcess:
         )
         os.close(write)
         self._answers = os.fdopen(read, "r")
+        # Lambda's init phase (the handler's module imported) has its own limit, apart
+        # from the function's timeout, which counts from the invocation.
+        ready, _, _ = select.select([self._answers], [], [], INIT_TIMEOUT_S)
+        hello = self._answers.readline() if ready else ""
+        if not hello:
+            self._process.kill()
+            self._process.wait()
+            self._process = None
+            raise InvocationError(
+                {
+                    "errorType": "Sandbox.Timedout",
+                    "errorMessage": f"Init timed out after {INIT_TIMEOUT_S:.2f} seconds",
+                }
+            )
 
     def invoke(self, event: Any) -> Any:
         """Run one invocation; raises ``InvocationError`` with Lambda's error shape."""
