@@ -48,10 +48,12 @@ PARTS = {
     "tuning_c": DATA / "secret_corpus_tuning_c.json",
     "tuning_d": DATA / "secret_corpus_tuning_d.json",
     "tuning_e": DATA / "secret_corpus_tuning_e.json",
+    "tuning_f": DATA / "secret_corpus_tuning_f.json",
     "heldout": DATA / "secret_corpus_heldout.json",
     "heldout_b": DATA / "secret_corpus_heldout_b.json",
     "heldout_c": DATA / "secret_corpus_heldout_c.json",
     "heldout_d": DATA / "secret_corpus_heldout_d.json",
+    "heldout_e": DATA / "secret_corpus_heldout_e.json",
 }
 LABELS = ("secret", "benign")
 LANGS = ("en", "zh")

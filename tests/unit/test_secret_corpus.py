@@ -39,10 +39,12 @@ RECALL_TARGET = {
     "tuning_c": 0.99,
     "tuning_d": 0.99,
     "tuning_e": 0.99,
+    "tuning_f": 0.99,
     "heldout": 0.97,
     "heldout_b": 0.97,
     "heldout_c": 0.97,
     "heldout_d": 0.97,
+    "heldout_e": 0.97,
 }
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
@@ -53,18 +55,24 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: ``heldout``: on the detector tuned on ``tuning`` and ``seen``, recall 0.952 and false
 #: positives 3.1%; after a round tuned on ``tuning_b``, 0.962 and 1.9%; after ``tuning_c``,
 #: 0.966 and 1.9%; after ``tuning_d``, 0.969 and 2.0%; after ``tuning_e``, 0.976 (en 0.969,
-#: zh 0.984) and 2.0% (en 2.2%, zh 1.7%). The detector before these rounds scored 0.894
-#: and 5.0% on it.
+#: zh 0.984) and 2.0% (en 2.2%, zh 1.7%); the same after ``tuning_f``. The detector
+#: before these rounds scored 0.894 and 5.0% on it.
 #:
 #: ``heldout_b``: written for the ``tuning_c`` round and first measured after it: recall
 #: 0.950 and 2.0%; after ``tuning_d``, 0.957; after ``tuning_e``, 0.962 (en 0.955, zh 0.970)
-#: and 2.0% (en 3.1%, zh 0.7%).
+#: and 2.0% (en 3.1%, zh 0.7%); after ``tuning_f``, 0.966 (en 0.959, zh 0.975) and 1.6%
+#: (en 2.5%, zh 0.7%).
 #:
 #: ``heldout_c``: written for the ``tuning_d`` round, first measured after it: 0.967 (en
-#: 0.969, zh 0.964) and 1.2% (en 2.2%, zh 0%); the same after ``tuning_e``.
+#: 0.969, zh 0.964) and 1.2% (en 2.2%, zh 0%); the same after ``tuning_e`` and ``tuning_f``.
 #:
 #: ``heldout_d``: written for the ``tuning_e`` round, first measured after it: recall 0.978
-#: (en 0.971, zh 0.985), false positives 2.4% (en 3.9%, zh 0.8%).
+#: (en 0.971, zh 0.985), false positives 2.4% (en 3.9%, zh 0.8%); after ``tuning_f``, 0.987
+#: (en 0.984, zh 0.990), false positives the same.
+#:
+#: ``heldout_e``: written for the ``tuning_f`` round, first measured before it: recall 0.981
+#: (en 0.981, zh 0.982), false positives 1.3% (en 1.6%, zh 0.9%); after it, 0.984 (en 0.981,
+#: zh 0.988) and 0.8% (en 1.6%, zh 0%): every row at target.
 #:
 #: (``seen`` is an earlier held-out part, 0.889 and 5.0% when first measured; its misses
 #: were read, so it became tuning material.) Items the same as items of another part were

@@ -568,3 +568,111 @@ def test_a_structured_secret_and_its_look_alikes_of_the_sixth_corpus(
     value: object, refused: bool
 ) -> None:
     assert bool(find_secrets(structured_fields(value, "state"))) is refused
+
+
+_LOWER = "abcdefghijklmnopqrstuvwxyz"
+
+#: Issue 29, item 3: what a seventh, independently written tuning part (``tuning_f``) found
+#: missed, one per rule that now finds it (each written here anew, not copied from it).
+SEVENTH_SECRETS = [
+    # A provider's name, then key_secret / app_secret / api secret, then its value.
+    "the paystack key_secret for live is " + _body(_A62, 24, 51) + "; keep it out of the git repo",
+    # A client secret of random lower-case letters right after its name.
+    "discord client secret " + _body(_LOWER, 28, 52),
+    # A passphrase set off in quotes, for a key file.
+    "The passphrase for ~/.ssh/deploy_rsa is 'lantern over the quiet harbor 42'.",
+    # A numeric password named in Chinese: a PIN of four digits.
+    "女儿的平板密码是 2846",
+    "备用机的数字密码：9063，别告诉别人",
+    # A combination given as a dial's turns.
+    "储物柜密码：右 24 左 8 右 31",
+    "the gym locker combination is left 14, right 33, left 7",
+    # A Chinese word that says what the value is, before it.
+    "邮箱密码改成了新的 Tq4!mzR8w",
+    "密保答案设成了一串随机字符串 Hv6$pLw2Q",
+    # Quoted strings side by side, which the shell joins.
+    "export API_PASSWORD='Gran''ite-Mo''ss!84' && ./sync.sh",
+    # A secret fed to a command as hex, decoded on the way.
+    "echo -n " + b"Birch#Lane-77".hex() + " | xxd -r -p > /tmp/c && deploy --auth-file /tmp/c",
+    # ... or as base64 (of Quartz!Fern-2090).
+    "echo UXVhcnR6IUZlcm4tMjA5MA== | base64 --decode > ~/.c && gh-sync login --with-file ~/.c",
+    # A card's security code, three digits.
+    "the company Visa's CVV is 582",
+    "信用卡背面安全码 317",
+    # "new value ..." after a rotation.
+    "rotated the root password -> new value Basalt#Wren-3381",
+    # An app password as sixteen letters in one run.
+    "iCloud app-specific password " + _body(_LOWER, 16, 53) + " for the mail client",
+    # A command that prints a secret, and what it printed.
+    "ran: kubectl get secret redis -o jsonpath='{.data.auth}' | base64 -d\noutput: Rz8!pQw2Lm",
+    "op read op://Private/Router/password -> Harbor#Fig55",
+]
+
+SEVENTH_BENIGN = [
+    # A Kubernetes secret's name, then a flag: no value.
+    "kubectl create secret generic client-secret --from-env-file=./prod.env",
+    # Words after a client secret's name.
+    "see client secret rotationprocedures for details",
+    # A quoted phrase that says where the passphrase is, not what it is.
+    "The passphrase for ~/.ssh/deploy_rsa is 'stored in the team vault'.",
+    "the passphrase is 'the one on the card in my desk'",
+    # A rule about a numeric password.
+    "数字密码至少 6 位，不能是连续数字",
+    # Two turns are directions, not a combination.
+    "combination lock: turn left 3 right 2 to clear it",
+    "密码改成了新的，回头告诉你",
+    'PGPASSWORD="" psql -h localhost -U app',
+    # Hex of ordinary text, decoded.
+    "echo " + b"hello there".hex() + " | xxd -r -p  # decode the token example",
+    # Facts about a card's security code, and a test card's.
+    "CVV is 3 digits on the back of the card",
+    "CVC 123 works with any test card number",
+    "安全码是 3 位数字",
+    "CVV2 at position 300 of the settlement file",
+    "rotated the root password -> new value pending approval",
+    "Gmail app password is revoked when you change your Google password",
+    "kubectl get secret redis -o jsonpath='{.data.auth}' | base64 -d\noutput: <redacted>",
+    # A documentation example named as one, in Chinese.
+    '官方示例 token 的 claims 是 {"sub":"9876543210","name":"Ada Lovelace","admin":true}',
+    # A stored secret's name, in capitals.
+    "it's saved as the repository secret TEAMS_WEBHOOK_URL in GitHub Actions",
+    # A certificate's fingerprint, bytes joined by colons.
+    "server cert SHA-1 fingerprint: E4:52:91:0A:7C:22:B8:5F:A1:6C:0E:93:D4:47:8B:2A:F0:19:C3:5E",
+    # A Twilio API key's SID: its identifier.
+    "Twilio API key SID is SK" + _body(_HEX, 32, 54) + ", the secret lives in Doppler",
+    # A default setting's data file.
+    "the framework's default settings use NAME 'app.sqlite3' and no password",
+]
+
+
+@pytest.mark.parametrize("text", SEVENTH_SECRETS)
+def test_a_credential_a_seventh_corpus_missed_is_found(text: str) -> None:
+    assert find_secrets([("content", text)]), text
+
+
+@pytest.mark.parametrize("text", SEVENTH_BENIGN)
+def test_a_look_alike_a_seventh_corpus_flagged_is_not_a_credential(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+def test_a_twilio_key_sid_alone_is_still_refused() -> None:
+    """Without "SID" before it, SK and 32 hex digits is taken for the key itself."""
+    assert find_secrets([("content", "Twilio key, keep it safe: SK" + _body(_HEX, 32, 55))])
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        ({"reminders": [{"what": "gym locker PIN", "value": "5520"}]}, True),
+        ({"待办": [{"事项": "工商银行卡支付密码", "内容": "730519"}]}, True),
+        ({"card": {"last4": "1881", "cvc": "904", "exp": "11/28"}}, True),
+        ({"reminders": [{"what": "PIN length", "value": 6}]}, False),
+        ({"reminders": [{"what": "grocery list", "value": "eggs, milk"}]}, False),
+        ({"每月验证码发送上限": 5000, "令牌配额": 200}, False),
+        ({"执行结果": "vault kv get -field=password secret/ci/db\n输出: Ember!Gull-404"}, True),
+    ],
+)
+def test_a_structured_secret_and_its_look_alikes_of_the_seventh_corpus(
+    value: object, refused: bool
+) -> None:
+    assert bool(find_secrets(structured_fields(value, "state"))) is refused

@@ -11,7 +11,9 @@ they cannot read is found here, on a whole text at a time:
   says the token is a hash, a commit, a fingerprint or an id;
 * wallet keys: 64 hex digits beside a wallet's or a private key's name, 64-byte arrays
   (Solana key pairs), seed phrases of 12 to 24 words, labelled or not, numbered or not;
-* credentials in URL query parameters (``?key=...``, ``&appid=...``).
+* credentials in URL query parameters (``?key=...``, ``&appid=...``);
+* what a command that prints a stored secret printed (``kubectl get secret ... | base64
+  -d`` and the line after it, ``op read op://... -> ...``).
 
 Every derivation is bounded (lengths, counts), so a long text costs a few linear scans.
 """
@@ -251,7 +253,7 @@ _WALLET = re.compile(
 )
 _NOT_A_KEY = re.compile(
     r"(?i)(?<![a-z])(?:tx|txid|txn|transaction|hash|digest|sha\d*|checksum|commit|block"
-    r"|merkle|fingerprint|public|pubkey|address|contract|nonce|salt|id|identifier|git|revert"
+    r"|merkle|fingerprint|public|pubkey|address|contract|nonce|salt|id|sid|identifier|git|revert"
     r"|reverted|rebase|cherry-pick|regression|introduced in)(?![a-z])"
     r"|交易|哈希|摘要|校验|公钥|地址|区块|提交"
 )
@@ -419,6 +421,66 @@ def _basic_pair(line: str) -> bool:
     return False
 
 
+# --- a secret a command printed ---------------------------------------------------------
+
+#: Commands that print a stored secret in clear (a Kubernetes secret decoded, a vault's
+#: field, a secret manager's value, a password store's entry).
+_REVEALS = re.compile(
+    r"kubectl\s+get\s+secrets?\b[^\n]*\|\s*base64\s+(?:-d|--decode|-D)\b"
+    r"|\bvault\s+(?:kv\s+get|read)\b[^\n]*\s-field[= ]"
+    r"|\baws\s+secretsmanager\s+get-secret-value\b"
+    r"|\bgcloud\s+secrets\s+versions\s+access\b"
+    r"|\bop\s+read\s+\S*op://"
+    r"|\bpass\s+show\s"
+    r"|\baz\s+keyvault\s+secret\s+show\b[^\n]*--query\s+\S*value"
+    r"|\bsecurity\s+find-(?:generic|internet)-password\b[^\n]*\s-w\b"
+)
+_REVEAL_WORDS = (
+    "kubectl",
+    "vault",
+    "secretsmanager",
+    "gcloud",
+    "op read",
+    "pass show",
+    "keyvault",
+    "find-",
+)
+#: What the command printed: on the lines after it, alone or after "output:", "输出:";
+#: or after an arrow on its own line.
+_PRINTED = re.compile(
+    r"(?i)^\s*(?:(?:输出|结果|返回|打印|output|result|stdout|prints?|printed|returns?|got)"
+    r"\s*[:=]?|=>|->|\u2192|>)?\s*[\"'`]?(?P<v>[^\s\"'`]{6,200})[\"'`]?\s*[.,;]?\s*$"
+)
+_ARROW = re.compile(
+    r"(?:=>|->|\u2192|#\s*(?:output|prints?)\s*:?)\s*[\"'`]?(?P<v>[^\s\"'`]{6,200})"
+)
+
+
+def _printed_secret(value: str) -> bool:
+    if is_documentation_example(value) or _ID.fullmatch(value):
+        return False
+    # What such a command prints is the secret itself, unless it is a mask or a word.
+    return looks_secret(value, prose=False) and not value.isalpha()
+
+
+def _revealed(text: str) -> bool:
+    """A command that prints a secret, and what it printed: "kubectl get secret db -o
+    jsonpath={.data.password} | base64 -d" then "输出: K8s#Db_Pass91"."""
+    lines = text.split("\n")
+    for i, line in enumerate(lines):
+        m = _REVEALS.search(line)
+        if m is None:
+            continue
+        after = _ARROW.search(line, m.end())
+        if after and _printed_secret(after.group("v")):
+            return True
+        for nxt in [n for n in lines[i + 1 : i + 4] if n.strip()][:2]:
+            printed = _PRINTED.match(nxt)
+            if printed and _printed_secret(printed.group("v")):
+                return True
+    return False
+
+
 # --- the whole text ------------------------------------------------------------------------
 
 
@@ -434,6 +496,9 @@ def context_secrets(text: str) -> Iterator[str]:
                 return
     if _seed_phrase(text) and _words_distinct(text):
         yield "Seed Phrase"
+        return
+    if any(word in text for word in _REVEAL_WORDS) and _revealed(text):
+        yield "Secret In Tool Output"
         return
     backwards = bool(_BACKWARDS.search(text.lower()))
     lines = text.split("\n")

@@ -129,13 +129,69 @@ def _judge(name: str, rest: str, *, prose: bool, kind: Kind | None = None) -> bo
             return True
     if kind is Kind.PASSWORD and _APP_PASSWORD.match(rest):
         return True  # "abcd efgh ijkl mnop": an app password, in the groups it is shown in
+    if kind is Kind.PIN and _DIAL.match(rest):
+        return True  # "left 37 right 12 left 58", "左 37 右 12 左 58": a dial's turns
+    if kind is Kind.PHRASE or (kind is Kind.PASSWORD and "phrase" in name.lower()):
+        quoted = _QUOTED_PHRASE.match(rest)
+        if quoted and _quoted_phrase(quoted.group("p")):
+            return True  # "the passphrase for ~/.ssh/id_work is 'copper kettle under ...'"
     return looks_secret(_first_word(rest), prose=prose, kind=kind)
 
 
+#: A combination given as a dial's turns: three to six, each a direction and a number.
+_DIAL = re.compile(
+    r"(?i)\s*[\"'\u201c\u300c]?(?:(?:left|right|l|r|cw|ccw|左|右)\s*(?:转\s*|to\s+)?\d{1,3}"
+    r"(?![\d.:])\s*(?:圈|格)?[\s,;/>\-\u2192\u3001]*){3,6}"
+)
+#: A phrase set off in quotes, right where the value starts.
+_QUOTED_PHRASE = re.compile(
+    r"\s*[\"'`\u201c\u2018\u300c](?P<p>[^\"'`\u201d\u2019\u300d\n]{8,120})"
+    r"[\"'`\u201d\u2019\u300d]"
+)
+
+
+def _quoted_phrase(phrase: str) -> bool:
+    """A passphrase set off in quotes: three to twelve words, no template, few of them the
+    small words of a sentence (a third at most: "copper kettle under the bridge 19")."""
+    words = phrase.split()
+    if not 3 <= len(words) <= 12 or is_placeholder(phrase) or _CJK_TAIL.search(phrase):
+        return False
+    small = sum(w.lower().strip(_QUOTES + ".,;:!?") in _SMALL_WORDS for w in words)
+    return words[0].lower() not in _SMALL_WORDS and small <= len(words) // 3
+
+
+_SMALL_WORDS = frozenset(
+    {
+        *("a", "an", "the", "in", "on", "at", "to", "for", "of", "from", "with", "by", "as"),
+        *("is", "was", "be", "it", "its", "my", "your", "our", "their", "his", "her", "this"),
+        *("that", "and", "or", "but", "if", "when", "then", "so", "not", "no", "same", "one"),
+        *("stored", "kept", "saved", "written", "see", "ask", "check", "use", "set", "still"),
+        *("under", "over", "into", "onto", "about", "where", "what", "which", "who", "how"),
+    }
+)
+
+
 _APP_PASSWORD = re.compile(r"\s*[\"'`]?[a-z]{4}(?: [a-z]{4}){3}\b")
+#: An app password shown without its spaces: sixteen lower-case letters.
+_APP_LETTERS = re.compile(r"\s*[\"'`]?(?P<v>[a-z]{16})(?![A-Za-z0-9])")
+
+
+def _app_password(rest: str) -> bool:
+    """Google's and Apple's app passwords: four groups of four letters, or the sixteen
+    letters in one run, as random as a generated code ("qzrmwkxtvbnlpsdh")."""
+    if _APP_PASSWORD.match(rest):
+        return True
+    run = _APP_LETTERS.match(rest)
+    return run is not None and random_letters(run.group("v"))
+
+
 #: Words that open the clause giving a value: "the PIN, if I ask: it's 4719".
 _FILLER = re.compile(
-    r"(?i)^\s*(?:it'?s|it\s+is|that'?s|that\s+is|this\s+is|they'?re|they\s+are)\s+"
+    r"(?i)^\s*(?:(?:it'?s|it\s+is|that'?s|that\s+is|this\s+is|they'?re|they\s+are)\s+"
+    # "rotated the password -> new value Xy7!...": what the new value is, named.
+    r"|(?:the\s+|a\s+)?new\s+(?:value|one)(?:\s+is)?\s*:?\s+"
+    # "答案设成了随机串 Bw9#...", "改成了新的 ...": a word that says what the value is.
+    r"|(?:一个|一串|一组)?(?:新的?|随机的?)(?:字符串|字符|串|密码|口令|值)?\s*:?\s*)"
 )
 
 # --- names in sentences -----------------------------------------------------------------
@@ -151,7 +207,8 @@ _EN_NAMES = (
     r"|pin(?:[ -]?(?:code|number))?|puk|combo|pw|secret(?:[ _-]?key)?|(?:"
     + _KEY_QUALIFIER
     + r")[ _-]?keys?"
-    r"|client[ _-]?secret|(?:access|auth(?:entication)?|refresh|bearer|api|bot|personal access"
+    r"|client[ _-]?secret|(?:key|app|api|consumer|merchant|signing|webhook)[ _]?secret"
+    r"|(?:access|auth(?:entication)?|refresh|bearer|api|bot|personal access"
     r"|session|id|oauth|deploy|github|gitlab|slack|npm|vault|service account)[ _-]?token|token"
     r"|credentials?|(?:unlock|access|door|alarm|security|entry|gate|safe|wi-?fi|lock[ -]?screen"
     r"|garage|locker|vault|keypad|building|backup|recovery|lockbox|padlock|phone) code"
@@ -178,7 +235,8 @@ _LINK_WORDS = sorted(
 )
 _LINK = (
     r"(?:\s+(?:" + "|".join(w.replace(" ", r"\s+") for w in _LINK_WORDS) + r")\s*:?"
-    r"|\s*[:=]|\s+[-\u2013\u2014]|\s*->)\s*"
+    # A dash that starts an arrow or a flag ("--from-env-file") is no dash between them.
+    r"|\s*[:=]|\s+[-\u2013\u2014](?![->])|\s*->)\s*"
 )
 #: A name starts a word, not a path, an ARN or an identifier ("arn:...:secret:prod").
 _NAME_START = r"(?<![a-z0-9:/.\-_@<${%])"
@@ -206,12 +264,25 @@ def _words_before(low: str, start: int, count: int = 2) -> list[str]:
     return _WORDS_BEFORE.findall(low[max(0, start - 32) : start])[-count:]
 
 
+#: Chinese words just before a secret's name that say the value is documentation's
+#: example ("jwt.io 上那个示例 token 的 payload 是 ...", "文档里的 API key 是 ...").
+_ZH_EXAMPLE_BEFORE = re.compile(
+    r"(?:示例|样例|范例|例子|演示|文档里?|教程里?)(?:的|中的|里的)?\s*$"
+)
+
+
+def _zh_example_before(line: str, start: int) -> bool:
+    return not line.isascii() and bool(_ZH_EXAMPLE_BEFORE.search(line[max(0, start - 8) : start]))
+
+
 def _prose(m: re.Match[str], line: str) -> bool:
     name = _group(m, line, "k")
     kind = name_kind(name)
     before = _words_before(m.string, m.start())
     qualifier = m.group("q").split()[1:] if m.group("q") else []
     if _NOT_ANYONES.intersection(before) or _NOT_ANYONES.intersection(qualifier):
+        return False
+    if _zh_example_before(line, m.start()):
         return False
     if kind in (None, Kind.WEAK):
         # "the code to the front door is ...", "the alarm disarm code is ...": what the
@@ -255,6 +326,8 @@ def _gapped(m: re.Match[str], line: str) -> bool:
     before = _words_before(m.string, m.start(), count=4)
     if _NOT_ANYONES.intersection(before[-2:]) or "public" in before:
         return False  # "the JWKS public key for token verification: {...}"
+    if _zh_example_before(line, m.start()):
+        return False
     kind = name_kind(name)
     if kind in (None, Kind.WEAK):
         return False
@@ -277,7 +350,12 @@ def _near_name(m: re.Match[str], line: str) -> bool:
         before = _WORD_BEFORE.search(line[max(0, m.start() - 24) : m.start()].lower())
         if name_kind(f"{before.group(1) if before else ''} {name}") is None:
             return False
-    return looks_secret(_group(m, line, "v"), prose=False, kind=Kind.WEAK)
+    value = _group(m, line, "v")
+    if looks_secret(value, prose=False, kind=Kind.WEAK):
+        return True
+    # "twitch client secret ojtmdyteciyk...": a key or secret of random lower-case letters
+    # (one character class, too plain for a weak name) under a name that says so.
+    return name_kind(name) is Kind.TOKEN and random_letters(value)
 
 
 _PGPASS = re.compile(
@@ -287,6 +365,19 @@ _PGPASS = re.compile(
 
 def _first_strict(regex: re.Pattern[str], line: str) -> bool:
     return any(_strict_value(m.group("v")) for m in regex.finditer(line))
+
+
+#: Bytes in hex joined by colons: a certificate's or a key's fingerprint
+#: ("B6:07:27:6F:..."), read as no host:port:database:user:password line.
+_COLON_HEX = re.compile(r"(?<![0-9A-Za-z:])(?:[0-9A-Fa-f]{2}:){5,}[0-9A-Fa-f]{2}(?![0-9A-Za-z:])")
+
+
+def _pgpass_line(line: str) -> bool:
+    if line.count(":") < 4:
+        return False
+    if _COLON_HEX.search(line):
+        line = _COLON_HEX.sub(" ", line)
+    return _first_strict(_PGPASS, line)
 
 
 def _quoted_pair(m: re.Match[str], line: str) -> bool:
@@ -513,7 +604,8 @@ _ZH_NAMES = (
     r"助记词|恢复短语|种子短语|口令短语|密语|助记码|密保(?:答案|问题)?|撤防码|布防码|开门码|报警码|恢复码"
     r"|恢复代码|备用代码|备份代码|救援码|验证码|校验码|动态码"
     r"|备用码|备份码|安全码|取款密码|支付密码|银行卡密码|门禁密码|保险箱密码"
-    r"|开机密码|锁屏密码|解锁码|门禁码|密码锁|交易密码|手机密码|pin ?码|私钥|密钥|秘钥|令牌|授权码"
+    r"|开机密码|锁屏密码|解锁码|门禁码|密码锁|交易密码|手机密码|数字密码|平板密码|pin ?码"
+    r"|私钥|密钥|秘钥|令牌|授权码"
     r"|访问码|凭证|密码|口令|暗号|通行码|password|passwd|pwd|passphrase|token|api ?key"
     r"|secret(?: ?key)?|access ?key|private ?key|pin|key"
 )
@@ -526,7 +618,7 @@ _ZH_VERBS = (
 _ZH_NEGATORS = re.compile(
     r"长度|策略|规则|要求|位数|复杂度|过期|有效期|轮换|管理|提示|格式|算法|类型|强度|找回|重置流程|文件|路径"
     r"|地址|链接|名称|名字|哈希|摘要|指纹|公钥|位置|引用|次数|不能|不要|别|忘了|忘记|错误|错了|泄露"
-    r"|模板|示例|样例|范例|前缀|开头|结尾|后缀|名(?!字|称)"
+    r"|模板|示例|样例|范例|前缀|开头|结尾|后缀|名(?!字|称)|条数|数量|个数|总数|上限|下限|配额|额度"
     r"|(?<![a-z])id(?![a-z])"
 )
 _ZH_STEMS = ("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语")
@@ -607,6 +699,8 @@ def _zh(m: re.Match[str], line: str) -> bool:
     first, comma, last = _QUOTED.sub("", m.group("gap")).rpartition(",")
     if _ZH_NEGATORS.search(last) or (comma and _ZH_NEGATORS.search(_ZH_STATE.sub("", first))):
         return False
+    if _zh_example_before(line, m.start()):
+        return False
     name, gap = _group(m, line, "k"), _group(m, line, "gap").strip()
     if name.isascii() and comma:
         return False  # "gitlab-deploy-key,流水线里用 ...": a clause of its own
@@ -637,7 +731,7 @@ def _zh(m: re.Match[str], line: str) -> bool:
 _QUOTED = re.compile(r"[\u201c\u300c\"][^\u201d\u300d\"]{0,20}[\u201d\u300d\"]")
 _ZH_PIN_CONTEXT = re.compile(
     r"银行卡|取款|支付|门禁|门锁|保险箱|保险柜|密码箱|报警|撤防|开机|锁屏|手机|atm|信用卡|储蓄卡|借记卡"
-    r"|柜|门|锁|箱"
+    r"|柜|门|锁|箱|平板"
 )
 
 
@@ -654,6 +748,56 @@ _SEED_NEEDS = ("seed", "mnemonic", "phrase", "words", "助记", "恢复", "种�
 def _seed_words(m: re.Match[str], line: str) -> bool:
     words = re.findall(r"[a-z]{3,8}", m.group("w"))
     return len(words) >= 12 and len(set(words)) >= len(words) - 3
+
+
+def _card_code(m: re.Match[str], line: str) -> bool:
+    """A card's security code (CVV, CVC, 安全码): three or four digits, unless the words
+    between say it is a fact about the code ("CVV length: 3") or the line is a test
+    card's or documentation's, or the digits are a run ("123", "000")."""
+    gap = m.group("gap") or ""
+    if _GAP_NOT.intersection(re.findall(r"[a-z']+", gap)) or _ZH_NEGATORS.search(gap):
+        return False
+    value = m.group("v")
+    if len(set(value)) == 1 or value in "0123456789" or _ZH_UNIT.match(line, m.end("v")):
+        return False
+    return not _CARD_EXAMPLE.search(m.string)
+
+
+_CARD_EXAMPLE = re.compile(
+    r"\b(?:test|testing|example|sample|dummy|fake|any|sandbox)\b|测试|示例|样例|沙箱|任意"
+)
+
+
+def _decoded_input(value: str) -> str | None:
+    """What a hex or base64 value decodes to, when that is printable text."""
+    raw: bytes | None = None
+    if re.fullmatch(r"(?:[0-9a-fA-F]{2})+", value):
+        raw = bytes.fromhex(value)
+    else:
+        body = value.rstrip("=")
+        alt = b"-_" if "-" in body or "_" in body else None
+        try:
+            raw = base64.b64decode(body + "=" * (-len(body) % 4), altchars=alt, validate=True)
+        except (binascii.Error, ValueError):
+            return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        return None
+    return text.strip() if text.strip().isprintable() and len(text.strip()) >= 6 else None
+
+
+def _fed_decoded(m: re.Match[str], line: str) -> bool:
+    """ "echo -n 4a65... | xxd -r -p > /tmp/p && cli -auth admin:@/tmp/p": a value fed to
+    a command as hex or base64, decoded on the way, on a line that reads a secret."""
+    if not _READS_A_SECRET.search(m.string):
+        return False
+    decoded = _decoded_input(_group(m, line, "v"))
+    if decoded is None or " " in decoded:
+        return False
+    if ":" in decoded and _user_and_password(decoded.replace(":", " ", 1)):
+        return True
+    return _strong(decoded) or looks_random(decoded, min_length=16)
 
 
 _EN_NEEDS = (
@@ -867,8 +1011,8 @@ PATTERNS: tuple[Pattern, ...] = (
         # "app password tqvx mplr hwzd kacn": Google's and Apple's app passwords, shown as
         # four groups of four letters.
         "Secret In Prose",
-        re.compile(r"\bapp[ -]?(?:specific[ -])?password\b[\s:=\-]*(?P<rest>[^\n]{19,80})"),
-        lambda m, line: bool(_APP_PASSWORD.match(_group(m, line, "rest"))),
+        re.compile(r"\bapp[ -]?(?:specific[ -])?password\b[\s:=\-]*(?P<rest>[^\n]{16,80})"),
+        lambda m, line: _app_password(_group(m, line, "rest")),
         needs=("password",),
         folded=True,
     ),
@@ -1026,6 +1170,31 @@ PATTERNS: tuple[Pattern, ...] = (
         folded=True,
     ),
     Pattern(
+        # "echo -n 4a65... | xxd -r -p | ... -auth ...", "echo ... | base64 -d | login":
+        # a secret fed to a command in hex or base64, decoded on the way.
+        "Password On A Command Line",
+        re.compile(
+            r"\b(?:echo|printf)\s+(?:-[a-z]{1,3}\s+)*[\"']?(?P<v>[a-z0-9+/_\-]{12,400}={0,2})[\"']?"
+            r"\s*\|\s*(?:xxd\b[^|\n]*\s-r|base64\b[^|\n]*\s(?:-d|--decode|-D)\b"
+            r"|openssl\s+(?:base64|enc\b[^|\n]*-base64)[^|\n]*\s-d\b)"
+        ),
+        _fed_decoded,
+        needs=("xxd", "base64"),
+        folded=True,
+    ),
+    Pattern(
+        # "CVV 417", "信用卡 CVV安全码: 417": a card's security code, three or four digits.
+        "Card Security Code",
+        re.compile(
+            r"(?<![a-z0-9])(?P<k>cvv2?|cvc2?|card security code|card verification (?:code|value)"
+            r"|安全码)(?P<gap>\s*(?:安全码|码|code|number|no\.?|#|\([^()\n\d]{0,16}\)))?"
+            r"(?:\s*[:=]|\s+is|是|为|\s)\s*[\"'\u201c\u300c]?(?P<v>\d{3,4})(?![\d/.:,-]?\d)"
+        ),
+        _card_code,
+        needs=("cvv", "cvc", "card security", "card verification", "安全码"),
+        folded=True,
+    ),
+    Pattern(
         # "echo 'Hb4$Lq9z' | docker login ... --password-stdin"
         "Password On A Command Line",
         re.compile(
@@ -1115,7 +1284,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "Secret Keyword",
         _PGPASS,
         needs=(":",),
-        scan=lambda line: line.count(":") >= 4 and _first_strict(_PGPASS, line),
+        scan=_pgpass_line,
     ),
     Pattern(
         # "work laptop login: Quill-Harbor-2024!": what a login or unlock takes, when the

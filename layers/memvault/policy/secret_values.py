@@ -163,6 +163,7 @@ _ZH_NAMES: tuple[tuple[str, Kind], ...] = (
         for w in (
             *("取款密码", "支付密码", "银行卡密码", "门禁密码", "保险箱密码", "开机密码"),
             *("锁屏密码", "解锁码", "门禁码", "密码锁", "PIN码", "pin码", "交易密码", "手机密码"),
+            *("数字密码", "平板密码"),
             *("保险柜密码", "密码箱", "撤防码", "布防码", "开门码", "报警码", "门锁密码", "安全码"),
             *("恢复码", "备用码", "备份码", "救援码", "恢复代码", "备用代码", "备份代码"),
             *("验证码", "校验码", "动态码"),
@@ -177,6 +178,8 @@ _ZH_NEGATORS = (
     *("提示", "格式", "算法", "类型", "强度", "找回", "重置", "ID", "编号", "文件", "路径"),
     *("地址", "链接", "名称", "名字", "哈希", "摘要", "指纹", "公钥", "位置", "引用", "次数"),
     *("模板", "示例", "样例", "范例", "名"),
+    # A count or a quota of them ("每日短信验证码条数", "令牌配额"): a number about them.
+    *("条数", "数量", "个数", "总数", "上限", "下限", "配额", "额度"),
 )
 
 _CAMEL = re.compile(r"[A-Z]+(?![a-z])|[A-Z]?[a-z]+|\d+|[^\W\d_A-Za-z]+")
@@ -264,7 +267,7 @@ def _ending(word: str) -> str | None:
     return None
 
 
-_ZH_PIN_HINT = re.compile(r"门|锁|柜|箱|取款|支付|开机|锁屏|手机|银行卡|信用卡|储蓄卡")
+_ZH_PIN_HINT = re.compile(r"门|锁|柜|箱|取款|支付|开机|锁屏|手机|平板|银行卡|信用卡|储蓄卡")
 
 
 def _zh_name_kind(name: str) -> Kind | None:
@@ -361,6 +364,12 @@ _CJK = re.compile(r"[\u2e80-\u9fff\uac00-\ud7af\uf900-\ufaff]")
 _PATH = re.compile(
     r"^/?(?:[\w.\-]+/)+[\w.\-]+\.[A-Za-z0-9]{1,5}$|^[\w\-]+\.(?:csv|json|txt|md|py|ya?ml|png"
     r"|jpe?g|pdf|log|gz|zip|tar|sql|html?|xml|toml|ini|cfg|conf|sh|js|ts|go|rs|java|rb)$"
+)
+#: A data file's name ("db.sqlite3", "backup-2024.dump"): what a setting names, not a
+#: password.
+_DATA_FILE = re.compile(
+    r"^[\w\-]+(?:\.[\w\-]+)*\.(?:sqlite3?|db|mdb|accdb|bak|dump|dmp|dat|parquet|xlsx?|docx?)$",
+    re.IGNORECASE,
 )
 #: Where a secret manager keeps a secret: "secret/prod/db", "prod/payments/stripe-key".
 _STORE_PATH = re.compile(r"^/?[a-z][a-z0-9_\-.]*(?:/[a-z][a-z0-9_\-.]*)+/?$")
@@ -545,6 +554,7 @@ def _not_a_value(value: str) -> bool:
         or (_URL.match(value) and "@" not in value)
         or _TECH_TERM.match(value)
         or _STORE_PATH.match(value)
+        or _DATA_FILE.match(value)
         or _KEY_FILE.match(value)
         or _SECRET_NAME.match(value)
     )
@@ -579,7 +589,7 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
     if kind in (Kind.TOKEN, Kind.WEAK) and value[-1] in "_-" and len(value) <= 16:
         return False  # "ghp_", "sk-proj-": a token's prefix, awaiting its body
     if kind is Kind.WEAK:
-        if _UUID.match(value.strip("/")) or _plain_segments(value):
+        if _UUID.match(value.strip("/")) or _plain_segments(value) or _env_name(value):
             return False  # an id; "user:42:profile:v3", a key made of names
         return looks_random(value) or (value[:2] == "0x" and looks_random(value[2:]))
     if " " in value:
@@ -858,6 +868,14 @@ def _plain_segments(value: str) -> bool:
     parts = [p for p in re.split(r"[:/_.\-]", value) if p]
     return len(parts) >= 3 and all(
         len(p) <= 4 or p.isdigit() or (p.isalpha() and wordlike(p) >= 0.6) for p in parts
+    )
+
+
+def _env_name(value: str) -> bool:
+    """A variable's or a stored secret's name in capitals ("SLACK_WEBHOOK_URL", the name
+    a CI system keeps a secret under): words joined by underscores, not random capitals."""
+    return bool(_ENV_NAME.match(value)) and all(
+        len(part) <= 4 or wordlike(part) >= 0.5 for part in value.split("_")
     )
 
 

@@ -47,6 +47,8 @@ def structured(value: Any, path: str) -> list[tuple[str, str]]:
 _NAME_KEYS = (
     *("name", "key", "id", "label", "field", "variable", "var", "parameterkey", "k", "type"),
     *("kind", "item", "类型", "名称", "名字", "项目", "标签", "字段", "种类"),
+    # What the value is, said in words: {"what": "debit card PIN", "value": "7316"}.
+    *("what", "title", "description", "desc", "purpose", "事项", "用途", "说明", "描述", "标题"),
 )
 _VALUE_KEYS = (
     *("value", "val", "secret", "parametervalue", "data", "v", "content"),
@@ -401,12 +403,18 @@ def unwrapped(text: str) -> list[str]:
         changed += _per_line(text, _decode_line)
     changed += path_pairs(text)
     changed += _words_joined(text)
+    if ('""' in text or "''" in text) and _CONCATENATED.search(text):
+        changed += _per_line(text, lambda line: _CONCATENATED.sub("", line))
     out = ["\n".join(changed)] if changed else []
     found = json_lines(text)
     if found:
         out.append(found)
     return out
 
+
+#: Quoted strings written side by side, which a shell or a compiler joins into one
+#: ("Corv""id-Tr""ail#61", 'ab''cd'): the quotes between them, removed.
+_CONCATENATED = re.compile(r"(?<=[^\s\"'=:(\[{,])(?:\"\"|'')(?=[^\s\"',;:)\]}])")
 
 _JOINER = re.compile(r"[_\-]")
 

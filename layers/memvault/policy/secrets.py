@@ -181,6 +181,8 @@ def _types_in(line: str) -> Iterator[str]:
 
 _JWT, _AWS_KEY_ID, _PRIVATE_KEY = "JSON Web Token", "AWS Access Key", "Private Key"
 _TWILIO = "Twilio API Key"
+#: A Twilio API key's SID named just before it ("the API key SID for the notifier is SK...").
+_SID_BEFORE = re.compile(r"(?i)\bsid\b")
 _JWT_EXAMPLES = ("john doe", "jane doe", "1234567890", "jwt.io", "example")
 
 
@@ -207,6 +209,8 @@ def _is_example(secret_type: str, value: str | None, line: str = "") -> bool:
         return any(marker in text for marker in _JWT_EXAMPLES)
     if secret_type == _TWILIO and value.startswith("AC"):
         return True  # an account SID: the account's identifier, shown on its dashboard
+    if secret_type == _TWILIO and _SID_BEFORE.search(line[: max(0, line.find(value))][-40:]):
+        return True  # "API key SID SK...": the key's identifier; its secret is another value
     if secret_type == _AWS_KEY_ID:
         # AWS's own example key id (``AKIAIOSFODNN7EXAMPLE``) stays refused: a key id is
         # an identifier rather than the secret, clients and tests use that one as the
