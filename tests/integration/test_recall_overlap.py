@@ -57,9 +57,9 @@ class WaitsForKeyword(HashingEmbedder):
         self.index = index
         self.saw_keyword_first: list[bool] = []
 
-    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+    def embed_query(self, text: str) -> list[float]:
         self.saw_keyword_first.append(self.index.keyword_arrived.wait(timeout=5))
-        return super().embed(texts)
+        return super().embed_query(text)
 
 
 @pytest.fixture

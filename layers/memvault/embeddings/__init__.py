@@ -1,4 +1,5 @@
-"""Text embedders behind one seam: Titan V2 on AWS, MiniLM on numpy locally.
+"""Text embedders behind one seam: Titan V2 on AWS; locally MiniLM on numpy or a packaged
+ONNX model (e5-small-v2, bge-small-en-v1.5, bge-small-zh-v1.5) on onnxruntime.
 
 ``embedder_from_settings`` picks one from ``MEMVAULT_EMBEDDING_MODEL``. Importing this
 package needs neither numpy nor boto3; each embedder loads what it needs on use.
@@ -15,19 +16,21 @@ if TYPE_CHECKING:
     from memvault.config import Settings
     from memvault.embeddings.bedrock import TitanEmbedder
     from memvault.embeddings.minilm import MiniLmEmbedder
+    from memvault.embeddings.onnx import OnnxEmbedder
 
 __all__ = ["Embedder", "EmbeddingUnavailable", "embedder_from_settings"]
 
 _lock = threading.Lock()
 _minilm: MiniLmEmbedder | None = None
 _titan: dict[tuple[str, int, str], TitanEmbedder] = {}
+_onnx: dict[str, OnnxEmbedder] = {}
 
 
 def embedder_from_settings(settings: Settings) -> Embedder:
     """The embedder ``settings.embedding_model`` names.
 
-    MiniLM (its weights take a while to load) and Titan (its client) are made once per
-    process and shared; the hashing embedder is for unit tests only.
+    MiniLM and the ONNX models (their weights take a while to load) and Titan (its
+    client) are made once per process and shared; the hashing embedder is for unit tests only.
     """
     global _minilm
     kind = settings.embedding_model
@@ -38,6 +41,13 @@ def embedder_from_settings(settings: Settings) -> Embedder:
             if _minilm is None:
                 _minilm = MiniLmEmbedder()
             return _minilm
+    if kind in ("e5-small-v2", "bge-small-en-v1.5", "bge-small-zh-v1.5"):
+        from memvault.embeddings.onnx import OnnxEmbedder  # onnxruntime
+
+        with _lock:
+            if kind not in _onnx:
+                _onnx[kind] = OnnxEmbedder(kind)
+            return _onnx[kind]
     if kind == "titan-v2":
         from memvault.embeddings.bedrock import TitanEmbedder
 

@@ -60,6 +60,12 @@ class Embedder(Protocol):
         """The unit vector of one text."""
         ...
 
+    def embed_query(self, text: str) -> list[float]:
+        """The unit vector of a search query. Models trained with instructions (e5's
+        ``query: ``) ask a query otherwise than a stored text; the others answer
+        ``embed_one``."""
+        ...
+
 
 def check_slug(slug: str) -> str:
     """``slug`` if it is fit for an index name, else ``ValueError``."""

@@ -95,6 +95,9 @@ class TitanEmbedder:
     def embed_one(self, text: str) -> list[float]:
         return self._invoke(self.client, text)
 
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_one(text)  # Titan V2 embeds a query as any text
+
     def _invoke(self, client: Any, text: str) -> list[float]:
         from botocore.exceptions import BotoCoreError, ClientError
 

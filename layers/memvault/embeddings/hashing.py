@@ -60,6 +60,9 @@ class HashingEmbedder:
             raise TypeError("embed takes a sequence of texts; use embed_one for one text")
         return [self.embed_one(text) for text in texts]
 
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_one(text)
+
     def embed_one(self, text: str) -> list[float]:
         vector = [0.0] * self.dimensions
         counted = False

@@ -424,6 +424,9 @@ class MiniLmEmbedder:
     def embed_one(self, text: str) -> list[float]:
         return self.embed([text])[0]
 
+    def embed_query(self, text: str) -> list[float]:
+        return self.embed_one(text)
+
     def tokenizer_vocabulary(self) -> list[str]:
         """The tokenizer's word pieces (benchmarks draw realistic words from them)."""
         return list(self._loaded()[1].get_vocab())

@@ -35,12 +35,11 @@ from memvault.observability import logger
 from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
+from memvault.search.fusion import normalised, tuning_for
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
 from memvault.storage.ports.traces import DroppedCandidate, RecallTrace, ServedItem, TraceStore
 
-#: Reciprocal-rank fusion constant (Cormack et al.): damps the head of each list.
-RRF_K = 60
 #: Keyword searches sent to a remote index while the query is embedded (one per recall in
 #: flight; a Lambda environment serves one request at a time).
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-keyword")
@@ -95,6 +94,7 @@ class RecallService:
         self.clock = clock
         self.traces = traces
         self.ids = ids or RandomIds()
+        self.tuning = tuning_for(embedder.model_id)
 
     # ------------------------------------------------------------------- public
 
@@ -143,7 +143,7 @@ class RecallService:
             # query is embedded, and only the k-NN search waits for the embedding.
             early = _SEARCHES.submit(index.search, flt, text, None, depth)
         try:
-            vector = self.embedder.embed([req.query])[0] if req.mode != "keyword" else None
+            vector = self.embedder.embed_query(req.query) if req.mode != "keyword" else None
         except BaseException:
             if early is not None:
                 early.cancel()
@@ -328,17 +328,22 @@ class RecallService:
     # --------------------------------------------------------------- candidates
 
     def _fuse(self, keyword: list[Hit], vector: list[Hit]) -> dict[str, _Candidate]:
+        """Score fusion (``memvault.search.fusion``): each list's scores in [0, 1], the
+        vector list weighted by the embedder's ``vector_weight``."""
+        weight = self.settings.recall_vector_weight
+        if weight is None:
+            weight = self.tuning.vector_weight
         candidates: dict[str, _Candidate] = {}
-        for rank, hit in enumerate(keyword, start=1):
+        for rank, (hit, share) in enumerate(zip(keyword, normalised(keyword), strict=True), 1):
             c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
             c.keyword_rank = rank
-            c.fused += 1.0 / (RRF_K + rank)
+            c.fused += (1.0 - weight) * share
             c.sources.append("keyword")
-        for rank, hit in enumerate(vector, start=1):
+        for rank, (hit, share) in enumerate(zip(vector, normalised(vector), strict=True), 1):
             c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
             c.vector_rank = rank
             c.similarity = cosine_from_score(hit.score)
-            c.fused += 1.0 / (RRF_K + rank)
+            c.fused += weight * share
             c.sources.append("vector")
         return candidates
 
@@ -351,8 +356,8 @@ class RecallService:
         some memory holds at least ``recall_keyword_coverage`` of its words; then a memory
         is kept when its similarity is within ``recall_similarity_margin`` of the best, or
         it holds that share of the query's words, or its canonical key was named. The
-        thresholds were chosen on the evaluation set with all-MiniLM-L6-v2; another
-        embedding model has other similarity ranges and needs its own.
+        thresholds are the embedder's (``memvault.search.fusion.TUNINGS``): each model
+        has its own similarity range. Settings override them.
         """
         if req.mode == "keyword":
             return [(c, m) for c, m in valid if c.keyword_rank is not None or c.exact_key]
@@ -363,11 +368,15 @@ class RecallService:
             share = len(query_words & held) / len(query_words) if query_words else 0.0
             coverage[c.chain_id] = share if req.mode == "hybrid" else 0.0
         floor = self.settings.recall_relevance_floor
+        if floor is None:
+            floor = self.tuning.relevance_floor
         needed = self.settings.recall_keyword_coverage
         best = max((c.similarity for c, _ in valid if c.similarity is not None), default=-1.0)
         if best < floor and not any(v >= needed for v in coverage.values()):
             return [(c, m) for c, m in valid if c.exact_key]
         margin = self.settings.recall_similarity_margin
+        if margin is None:
+            margin = self.tuning.similarity_margin
         return [
             (c, m)
             for c, m in valid
@@ -521,7 +530,7 @@ class RecallService:
         age_days = max((now - m.valid_from).total_seconds(), 0.0) / 86_400
         recency = math.exp(-age_days / 180)
         confirmed = m.source.type in (SourceType.USER_CONFIRMED, SourceType.HUMAN_REVIEW)
-        relevance = c.fused * RRF_K / 2 + (0.5 if c.exact_key else 0.0)
+        relevance = c.fused + (0.5 if c.exact_key else 0.0)
         score = relevance * (1 + 0.15 * trust + 0.05 * recency + 0.05 * confirmed)
         return RecalledItem(
             memory=m,

@@ -1,0 +1,188 @@
+"""LoCoMo through the HTTP API: recall_any@5/@10 on the dev and held-out conversations.
+
+Every turn of a conversation is written as an episodic memory of one subject (``source.ref``
+is the turn's ``dia_id``), and every question with evidence (category 5, the adversarial
+questions, excluded) is sent to recall with limit 10; a question is a hit at k when one of
+its first k items is a gold evidence turn. The dev conversations are the only ones any
+ranking choice may be tuned on; the held-out ones are reported, never tuned on.
+
+The data is LoCoMo's ``locomo10`` release (snap-research/locomo, CC BY-NC 4.0), not kept in
+this repository: give its folder of per-conversation JSON files
+(``data/multimodal_dialog/locomo10_v2``) with ``--data`` or ``MEMVAULT_LOCOMO``.
+
+    python bench/locomo.py --data DIR [--model e5-small-v2] [--split dev|heldout|all]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+from memvault.client import MemvaultClient
+from memvault_local.devkeys import DevKey
+from memvault_local.process import start_stack
+
+DEV = ("26", "30", "41", "42", "43")
+HELDOUT = ("44", "47", "48", "49", "50")
+SCOPES = "memory:read memory:write"
+
+
+def turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+    """The conversation's turns in order, each with its session's date."""
+    out = []
+    sessions = sorted(
+        (k for k in conversation if k.startswith("session_") and k.split("_")[1].isdigit()),
+        key=lambda k: int(k.split("_")[1]),
+    )
+    for key in sessions:
+        value = conversation[key]
+        if not isinstance(value, list):
+            continue
+        for turn in value:
+            out.append(
+                {
+                    "dia_id": turn["dia_id"],
+                    "text": f"{turn['speaker']}: {turn['text']}",
+                    "date": conversation.get(f"{key}_date_time", ""),
+                }
+            )
+    return out
+
+
+def questions(conversation: dict[str, Any]) -> list[dict[str, Any]]:
+    return [q for q in conversation["qa"] if q.get("category") != 5 and q.get("evidence")]
+
+
+def _percentile(values: list[float], p: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
+
+
+def run_conversation(
+    url: str, home: Path, name: str, conversation: dict[str, Any], workers: int = 8
+) -> dict[str, Any]:
+    subject = f"locomo-{name}-{uuid.uuid4().hex[:6]}"
+    token = DevKey.load_or_create(home).mint(
+        tenant="bench", subject=subject, scope=SCOPES, max_sensitivity="pii"
+    )
+    items = turns(conversation)
+    refused: list[str] = []
+    written: list[str] = []
+
+    def write(turn: dict[str, Any]) -> None:
+        with MemvaultClient(url, token=token) as mv:
+            try:
+                out = mv.write_memory(
+                    subject,
+                    {
+                        "kind": "episodic",
+                        "content": turn["text"],
+                        "source": {"type": "user_statement", "ref": turn["dia_id"]},
+                        "consent": True,
+                    },
+                )
+                written.append(out.memory_id)
+            except Exception as err:  # counted: a refused turn is a recall the run cannot make
+                refused.append(f"{turn['dia_id']}: {getattr(err, 'code', type(err).__name__)}")
+
+    started = time.perf_counter()
+    with ThreadPoolExecutor(workers) as pool:
+        list(pool.map(write, items))
+    with MemvaultClient(url, token=token) as mv:
+        for memory_id in written:
+            while mv.get_memory(subject, memory_id).index_status != "indexed":
+                time.sleep(0.05)
+        loaded_s = time.perf_counter() - started
+        hits5 = hits10 = 0
+        latencies: list[float] = []
+        asked = questions(conversation)
+        for q in asked:
+            t0 = time.perf_counter()
+            answer = mv.recall(subject, {"query": q["question"], "limit": 10})
+            latencies.append((time.perf_counter() - t0) * 1000)
+            refs = [item.memory.source.ref for item in answer.items]
+            gold = set(q["evidence"])
+            hits5 += bool(gold & set(refs[:5]))
+            hits10 += bool(gold & set(refs[:10]))
+    return {
+        "conversation": name,
+        "turns": len(items),
+        "refused": refused,
+        "questions": len(asked),
+        "hits_at_5": hits5,
+        "hits_at_10": hits10,
+        "turns_per_s": round(len(items) / loaded_s, 1),
+        "latencies_ms": latencies,
+    }
+
+
+def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    asked = sum(r["questions"] for r in rows)
+    latencies = [x for r in rows for x in r["latencies_ms"]]
+    return {
+        "conversations": [r["conversation"] for r in rows],
+        "questions": asked,
+        "recall_any_at_5": round(sum(r["hits_at_5"] for r in rows) / asked, 4),
+        "recall_any_at_10": round(sum(r["hits_at_10"] for r in rows) / asked, 4),
+        "p50_ms": round(statistics.median(latencies), 1),
+        "p95_ms": round(_percentile(latencies, 0.95), 1),
+        "turns_per_s": round(
+            sum(r["turns"] for r in rows) / sum(r["turns"] / r["turns_per_s"] for r in rows),
+            1,
+        ),
+        "refused_turns": sum(len(r["refused"]) for r in rows),
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--data", default=os.environ.get("MEMVAULT_LOCOMO"))
+    parser.add_argument("--model", default="e5-small-v2")
+    parser.add_argument("--split", choices=["dev", "heldout", "all"], default="dev")
+    parser.add_argument("--out", help="write the figures here as JSON")
+    args = parser.parse_args(argv)
+    if not args.data:
+        print("error: give LoCoMo's folder with --data or MEMVAULT_LOCOMO", file=sys.stderr)
+        return 2
+    names = {"dev": DEV, "heldout": HELDOUT, "all": DEV + HELDOUT}[args.split]
+    with tempfile.TemporaryDirectory(prefix="memvault-locomo-") as tmp:
+        home = Path(tmp)
+        env = {"MEMVAULT_EMBEDDING_MODEL": args.model}
+        if os.environ.get("MEMVAULT_MODEL_DIR"):
+            env["MEMVAULT_MODEL_DIR"] = os.environ["MEMVAULT_MODEL_DIR"]
+        stack = start_stack(home, **env)
+        try:
+            rows = []
+            for name in names:
+                conversation = json.loads((Path(args.data) / f"{name}.json").read_text())
+                row = run_conversation(stack.url, home, name, conversation)
+                rows.append(row)
+                print(
+                    f"conv-{name}: {row['hits_at_10']}/{row['questions']} at 10, "
+                    f"{row['turns_per_s']} turns/s, {len(row['refused'])} refused",
+                    flush=True,
+                )
+        finally:
+            stack.stop()
+    result: dict[str, Any] = {"model": args.model, "split": args.split}
+    for split, members in (("dev", DEV), ("heldout", HELDOUT)):
+        chosen = [r for r in rows if r["conversation"] in members]
+        if chosen:
+            result[split] = summarise(chosen)
+    print(json.dumps({k: v for k, v in result.items()}, indent=1))
+    if args.out:
+        Path(args.out).write_text(json.dumps({**result, "rows": rows}, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,62 @@
+"""How keyword and vector candidates are fused, and each embedder's recall tuning.
+
+Score fusion: each list's scores are brought to [0, 1] (min-max over the candidates the
+list returned: BM25 scores are unbounded and a model's cosines live in a band of its own)
+and summed with a weight, ``vector_weight`` for the vector list and the rest for the
+keyword list. A candidate one list did not return gets nothing from it. On LoCoMo's dev
+conversations (conv-26, 30, 41, 42 and 43; ``bench/locomo.py``, never the held-out ones)
+this beat reciprocal-rank fusion with every embedder measured, because RRF gives a list
+the same say however far apart its scores are: recall_any@10 0.671 -> 0.704 with MiniLM,
+0.728 -> 0.778 with e5-small-v2.
+
+A model's cosines also set where "nothing relevant" lies (the relevance floor) and how far
+below the best match a memory may still come back (the similarity margin): MiniLM's
+unrelated texts score near 0, e5's near 0.75. Each known model has its own
+:class:`RecallTuning`; a setting (``MEMVAULT_RECALL_RELEVANCE_FLOOR``...) overrides it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from memvault.search.backend import Hit
+
+
+@dataclass(frozen=True)
+class RecallTuning:
+    #: The vector list's share of the fused score; the keyword list has the rest.
+    vector_weight: float
+    #: A query whose best cosine is below this, and which no memory matches by enough of
+    #: its words, is answered with nothing.
+    relevance_floor: float
+    #: How far below the best cosine a memory may fall and still come back.
+    similarity_margin: float
+
+
+#: Floor and margin of MiniLM were chosen on the shared evaluation set; its fusion weight
+#: and e5's on LoCoMo's dev conversations, e5's floor and margin on the shared set (its
+#: best cosines for queries that should find nothing, 0.78-0.82, overlap those of queries
+#: that should: a floor sorts out only some of them; see the README).
+TUNINGS: dict[str, RecallTuning] = {
+    "sentence-transformers/all-MiniLM-L6-v2": RecallTuning(0.5, 0.35, 0.6),
+    "intfloat/e5-small-v2": RecallTuning(0.55, 0.81, 0.10),
+}
+#: Any other model (Titan V2, bge, the hashing embedder of the tests): MiniLM's
+#: thresholds, which were the only ones before models were tuned one by one.
+DEFAULT_TUNING = RecallTuning(0.5, 0.35, 0.6)
+
+
+def tuning_for(model_id: str) -> RecallTuning:
+    return TUNINGS.get(model_id, DEFAULT_TUNING)
+
+
+def normalised(hits: Sequence[Hit]) -> list[float]:
+    """Each hit's score scaled to [0, 1] over the list (all 1.0 when they are equal)."""
+    if not hits:
+        return []
+    low = min(h.score for h in hits)
+    high = max(h.score for h in hits)
+    if high - low <= 1e-12:
+        return [1.0] * len(hits)
+    return [(h.score - low) / (high - low) for h in hits]

@@ -1,0 +1,75 @@
+"""Score fusion of the keyword and vector lists, and each embedder's recall tuning."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from memvault.config import Settings
+from memvault.embeddings.hashing import HashingEmbedder
+from memvault.search.backend import Hit
+from memvault.search.fusion import DEFAULT_TUNING, TUNINGS, normalised, tuning_for
+from memvault.services.recall import RecallService
+from tests.support.harness import FakeClock
+
+
+class _Named(HashingEmbedder):
+    def __init__(self, model_id: str) -> None:
+        super().__init__()
+        self._id = model_id
+
+    @property
+    def model_id(self) -> str:  # type: ignore[override]
+        return self._id
+
+
+def _service(model_id: str = "test/hashing", **settings: Any) -> RecallService:
+    return RecallService(
+        None,  # type: ignore[arg-type] - fusion reads no table
+        None,
+        _Named(model_id),
+        Settings(**settings),
+        FakeClock(),
+    )
+
+
+def _hit(chain: str, score: float) -> Hit:
+    return Hit(chain, f"{chain}-v1", 1, score)
+
+
+def test_scores_are_brought_to_zero_one_over_their_list() -> None:
+    assert normalised([_hit("a", 12.0), _hit("b", 7.0), _hit("c", 2.0)]) == [1.0, 0.5, 0.0]
+    assert normalised([_hit("a", 3.0), _hit("b", 3.0)]) == [1.0, 1.0]
+    assert normalised([]) == []
+
+
+def test_a_candidate_near_the_top_of_both_lists_beats_one_that_leads_one_and_trails_the_other() -> (
+    None
+):
+    """Rank fusion gives "a" (first by keyword, a distant second by vector) and "b" (a
+    close second by keyword, first by vector) the same credit; scores tell them apart."""
+    keyword = [_hit("a", 10.0), _hit("b", 9.9), _hit("c", 0.1)]
+    vector = [_hit("b", 0.95), _hit("a", 0.60), _hit("c", 0.595)]  # (1 + cos) / 2
+    fused = _service()._fuse(keyword, vector)
+    ranked = sorted(fused.values(), key=lambda c: (-c.fused, c.chain_id))
+    assert [c.chain_id for c in ranked] == ["b", "a", "c"]
+    assert fused["b"].fused == pytest.approx(0.5 * 9.8 / 9.9 + 0.5)
+    assert (fused["a"].keyword_rank, fused["a"].vector_rank) == (1, 2)
+
+
+def test_the_vector_weight_is_the_embedders() -> None:
+    keyword = [_hit("k", 5.0), _hit("x", 1.0)]
+    vector = [_hit("v", 0.9), _hit("x", 0.5)]
+    e5 = _service("intfloat/e5-small-v2")._fuse(keyword, vector)
+    assert e5["v"].fused == pytest.approx(0.55) and e5["k"].fused == pytest.approx(0.45)
+    assert TUNINGS["intfloat/e5-small-v2"].vector_weight == 0.55
+
+
+def test_each_model_has_its_floor_and_margin_unless_settings_name_them() -> None:
+    assert tuning_for("intfloat/e5-small-v2").relevance_floor == 0.81
+    assert tuning_for("sentence-transformers/all-MiniLM-L6-v2").relevance_floor == 0.35
+    assert tuning_for("amazon.titan-embed-text-v2:0") == DEFAULT_TUNING
+    assert _service("intfloat/e5-small-v2").tuning.relevance_floor == 0.81
+    assert Settings().recall_relevance_floor is None
+    assert Settings(recall_relevance_floor=0.2).recall_relevance_floor == 0.2
