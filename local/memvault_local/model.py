@@ -141,8 +141,8 @@ def _onnx_reference() -> dict[str, Any]:
 def check_onnx(name: str, model_dir: Path | None = None) -> Check:
     """Whether packaged model ``name`` is installed, is the pinned file, and reproduces its
     reference vectors."""
-    from memvault.embeddings.base import EmbeddingUnavailable
-    from memvault.embeddings.onnx import OnnxEmbedder, file_sha256
+    from memvault.embeddings.base import EmbeddingUnavailable, file_sha256
+    from memvault.embeddings.onnx import OnnxEmbedder
 
     ref = _onnx_reference()
     pinned = ref["models"][name]

