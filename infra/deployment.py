@@ -62,6 +62,9 @@ class Deployment(BaseModel):
     #: existing topic the alarms publish to besides it.
     alarm_email: str | None = Field(default=None, pattern=EMAIL_PATTERN)
     alarm_topic_arn: str | None = Field(default=None, pattern=SNS_TOPIC_ARN_PATTERN)
+    #: Recall's reranker (opt-in): a Bedrock reranking model id, such as
+    #: ``amazon.rerank-v1:0`` or ``cohere.rerank-v3-5:0``, enabled in the account's region.
+    rerank_model: str | None = Field(default=None, pattern=r"^[a-z0-9-]+\.[a-z0-9.:-]{1,100}$")
 
     @model_validator(mode="after")
     def _shape(self) -> Deployment:
@@ -153,6 +156,11 @@ def from_context(get: Any, base_dir: Path) -> Deployment:
     mail). ``alarm_topic_arn``: an existing standard SNS topic in the stack's region that
     every alarm also publishes to (its policy, and its key's if encrypted, must let
     CloudWatch publish). See docs/deploy.md.
+
+    ``rerank_model``: a Bedrock reranking model id (``amazon.rerank-v1:0``,
+    ``cohere.rerank-v3-5:0``) that reorders recall's best items; off by default. The API
+    and direct functions may then call ``bedrock:Rerank`` (an action that takes no
+    resource) and invoke that one model.
     """
     mode = get("mode") or "silo"
     common = {
@@ -165,6 +173,7 @@ def from_context(get: Any, base_dir: Path) -> Deployment:
         "reserved_concurrency": _reserved_concurrency(get("reserved_concurrency")),
         "alarm_email": get("alarm_email") or None,
         "alarm_topic_arn": get("alarm_topic_arn") or None,
+        "rerank_model": get("rerank_model") or None,
     }
     if mode == "pool":
         path = Path(get("tenants_file") or "infra/tenants.example.json")

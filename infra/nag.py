@@ -36,7 +36,9 @@ def acknowledge(stack: MemvaultStack) -> None:
         compute,
         "IAM5[Resource::*]",
         "X-Ray tracing (xray:PutTraceSegments, xray:PutTelemetryRecords) cannot be scoped "
-        "to a resource; no data action in these roles uses a wildcard resource.",
+        "to a resource, nor can bedrock:Rerank where a reranker is configured (the model it "
+        "runs is bounded by bedrock:InvokeModel on that one model); no other data action "
+        "in these roles uses a wildcard resource.",
     )
     _ack(
         compute,

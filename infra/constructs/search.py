@@ -207,10 +207,30 @@ class Search(Construct):
         embed = iam.PolicyStatement(
             sid="EmbedWithTitan", actions=["bedrock:InvokeModel"], resources=[self.model_arn]
         )
+        reader_environment = dict(environment)
+        rerank: list[iam.PolicyStatement] = []
+        if deployment.rerank_model:
+            rerank_arn = stack.format_arn(
+                service="bedrock",
+                account="",
+                resource="foundation-model",
+                resource_name=deployment.rerank_model,
+                arn_format=ArnFormat.SLASH_RESOURCE_NAME,
+            )
+            reader_environment["MEMVAULT_RERANK_MODEL_ARN"] = rerank_arn
+            rerank = [
+                # Rerank takes no resource; what it may run is bounded by InvokeModel.
+                iam.PolicyStatement(sid="Rerank", actions=["bedrock:Rerank"], resources=["*"]),
+                iam.PolicyStatement(
+                    sid="InvokeTheReranker", actions=["bedrock:InvokeModel"], resources=[rerank_arn]
+                ),
+            ]
         for fn in readers:
-            for name, value in environment.items():
+            for name, value in reader_environment.items():
                 fn.add_environment(name, value)
             fn.add_to_role_policy(embed)
+            for statement in rerank:
+                fn.add_to_role_policy(statement)
             fn.add_to_role_policy(
                 iam.PolicyStatement(
                     sid="SearchTheIndex",

@@ -160,6 +160,12 @@ class Settings(BaseSettings):
     recall_similarity_margin: float | None = Field(default=None, ge=0.0, le=2.0)
     #: The vector list's share of the fused score (the embedder's own when unset).
     recall_vector_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: Reranking (opt-in, AWS): the Bedrock reranking model's ARN (Amazon Rerank 1.0 or
+    #: Cohere Rerank 3.5), how many of the best items it reorders, and how long a recall
+    #: waits for it before answering in fused order.
+    rerank_model_arn: str | None = None
+    rerank_candidates: int = Field(default=20, ge=2, le=100)
+    rerank_timeout_s: float = Field(default=2.0, gt=0.0, le=30.0)
     #: The purge pipeline: on AWS a Step Functions state machine (its ARN); without one
     #: the pipeline runs in process, ``inline`` before the request returns (tests) or on a
     #: ``background`` worker (the local stack), with the same steps and retries.

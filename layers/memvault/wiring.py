@@ -13,6 +13,7 @@ from memvault.config import Settings, get_settings
 from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
+from memvault.search.rerank import BedrockReranker, Reranker
 from memvault.services.artifacts import ArtifactService
 from memvault.services.context import ContextAssembler, CurrentMemories, RecallOrCurrent
 from memvault.services.deletion import (
@@ -32,6 +33,15 @@ from memvault.services.traces import TraceService
 from memvault.storage import tables
 from memvault.storage.s3.objects import TenantKeys
 from memvault.storage.stores import Stores, dynamodb_stores, sqlite_stores
+
+
+def reranker_from_settings(settings: Settings) -> Reranker | None:
+    """Bedrock's reranker when the deployment names a model, else none."""
+    if not settings.rerank_model_arn:
+        return None
+    return BedrockReranker(
+        settings.rerank_model_arn, settings.aws_region, timeout_s=settings.rerank_timeout_s
+    )
 
 
 def table_names(settings: Settings) -> dict[str, str]:
@@ -149,7 +159,16 @@ def build_services(
     )
     sessions = SessionService(stores.sessions, settings, clock, repo)
     runs = RunService(stores.runs, settings, clock, repo, artifacts=stores.artifacts)
-    recall = RecallService(repo, search, embedder, settings, clock, traces=stores.traces, ids=ids)
+    recall = RecallService(
+        repo,
+        search,
+        embedder,
+        settings,
+        clock,
+        traces=stores.traces,
+        ids=ids,
+        reranker=reranker_from_settings(settings),
+    )
     context = ContextAssembler(
         memory,
         sessions,

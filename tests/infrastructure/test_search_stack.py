@@ -27,6 +27,9 @@ SEARCH_ENV = {
 }
 #: Prefixes of actions on data, which must never be granted on every resource.
 DATA_ACTIONS = ("dynamodb:", "s3:", "kms:", "es:", "bedrock:", "sqs:")
+#: Data actions that take no resource in IAM (what they may run is bounded by another:
+#: bedrock:Rerank by bedrock:InvokeModel on the one reranking model).
+RESOURCELESS = {"bedrock:Rerank"}
 
 
 def _domain(synth: Synth) -> tuple[str, dict[str, Any]]:
@@ -284,11 +287,17 @@ def test_recall_functions_may_read_the_index_and_embed_only(
         assert [_resolve(s["Resource"], synth.json["Resources"]) for s in bedrock] == [model]
 
 
-def test_no_role_grants_a_data_action_on_every_resource(silo: Synth, pool: Synth) -> None:
-    for synth in (silo, pool):
+def test_no_role_grants_a_data_action_on_every_resource(
+    silo: Synth, pool: Synth, silo_reranked: Synth
+) -> None:
+    for synth in (silo, pool, silo_reranked):
         for policy in synth.resources("AWS::IAM::Policy").values():
             for s in policy["Properties"]["PolicyDocument"]["Statement"]:
-                data = [a for a in _list(s["Action"]) if a.startswith(DATA_ACTIONS)]
+                data = [
+                    a
+                    for a in _list(s["Action"])
+                    if a.startswith(DATA_ACTIONS) and a not in RESOURCELESS
+                ]
                 if data and s["Effect"] == "Allow":
                     assert "*" not in _list(s["Resource"]), s
 
@@ -427,3 +436,44 @@ def test_the_dashboard_shows_the_indexer_and_the_domain(silo: Synth) -> None:
     body = json.dumps(dashboard["Properties"]["DashboardBody"])
     for metric in ("IteratorAge", "ApproximateNumberOfMessagesVisible", "ClusterStatus.red"):
         assert metric in body
+
+
+RERANKER = "amazon.rerank-v1:0"
+
+
+@pytest.fixture(scope="module")
+def silo_reranked(tmp_path_factory: pytest.TempPathFactory) -> Synth:
+    from tests.infrastructure.conftest import synth
+
+    return synth(tmp_path_factory.mktemp("rerank"), tenant="acme", rerank_model=RERANKER)
+
+
+@pytest.mark.parametrize("fn", ["Api", "Direct"])
+def test_a_configured_reranker_may_be_run_by_the_recall_functions_only(
+    silo: Synth, silo_reranked: Synth, fn: str
+) -> None:
+    """Opt-in per deployment (``--context rerank_model=...``): the recall functions are
+    told the model's ARN and may call bedrock:Rerank (an action that takes no resource)
+    and invoke that one model; without it, neither; the indexer never."""
+    model = f"arn:aws:bedrock:{REGION}::foundation-model/{RERANKER}"
+    _, function = _function(silo_reranked, fn)
+    env = function["Properties"]["Environment"]["Variables"]
+    assert _resolve(env["MEMVAULT_RERANK_MODEL_ARN"], silo_reranked.json["Resources"]) == model
+    bedrock = _allowed(silo_reranked, fn, "bedrock:")
+    granted = {
+        (a, json.dumps(_resolve(s["Resource"], silo_reranked.json["Resources"])))
+        for s in bedrock
+        for a in _list(s["Action"])
+    }
+    titan = f"arn:aws:bedrock:{REGION}::foundation-model/{TITAN}"
+    assert granted == {
+        ("bedrock:InvokeModel", json.dumps(titan)),
+        ("bedrock:InvokeModel", json.dumps(model)),
+        ("bedrock:Rerank", json.dumps("*")),
+    }
+    assert not [s for s in _allowed(silo, fn, "bedrock:Rerank")]
+    assert (
+        "MEMVAULT_RERANK_MODEL_ARN"
+        not in _function(silo, fn)[1]["Properties"]["Environment"]["Variables"]
+    )
+    assert not _allowed(silo_reranked, "Indexer", "bedrock:Rerank")

@@ -51,6 +51,9 @@ class MatchReason(BaseModel):
     vector_rank: int | None = None
     similarity: float | None = None
     relevance: float
+    #: The reranker's score, where one reordered this recall's best items (on AWS, with
+    #: ``MEMVAULT_RERANK_MODEL_ARN``); the order of the answer is then the reranker's.
+    rerank_score: float | None = None
 
 
 class Provenance(BaseModel):

@@ -36,6 +36,7 @@ from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
 from memvault.search.fusion import normalised, tuning_for
+from memvault.search.rerank import Reranker
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
 from memvault.storage.ports.traces import DroppedCandidate, RecallTrace, ServedItem, TraceStore
@@ -86,6 +87,7 @@ class RecallService:
         *,
         traces: TraceStore | None = None,
         ids: IdSource | None = None,
+        reranker: Reranker | None = None,
     ) -> None:
         self.repo = repo
         self.index = index
@@ -95,6 +97,7 @@ class RecallService:
         self.traces = traces
         self.ids = ids or RandomIds()
         self.tuning = tuning_for(embedder.model_id)
+        self.reranker = reranker
 
     # ------------------------------------------------------------------- public
 
@@ -196,7 +199,7 @@ class RecallService:
         ranked = sorted(
             (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
         )
-        items = ranked[: req.limit]
+        items = self._reranked(req, ranked)[: req.limit]
         logger.info(
             "recall",
             extra={
@@ -524,6 +527,27 @@ class RecallService:
         )
 
     # ------------------------------------------------------------------ ranking
+
+    def _reranked(self, req: RecallRequest, ranked: list[RecalledItem]) -> list[RecalledItem]:
+        """The best ``rerank_candidates`` items in the reranker's order (an item whose
+        canonical key the query named stays ahead); the rest after them as they were.
+        Without a reranker, or when it fails, the fused order stands."""
+        if self.reranker is None or req.mode != "hybrid" or len(ranked) < 2:
+            return ranked
+        head = ranked[: self.settings.rerank_candidates]
+        scores = self.reranker.rerank(req.query, [item.memory.content for item in head])
+        if scores is None:
+            return ranked
+        scored = [
+            item.model_copy(
+                update={"why": item.why.model_copy(update={"rerank_score": round(s, 6)})}
+            )
+            for item, s in zip(head, scores, strict=True)
+        ]
+        scored.sort(
+            key=lambda i: ("canonical_key" not in i.why.matched_by, -(i.why.rerank_score or 0.0))
+        )
+        return scored + ranked[len(head) :]
 
     def _item(self, c: _Candidate, m: Memory, now: datetime) -> RecalledItem:
         trust = TRUST.get(m.source.type, 0.5)
