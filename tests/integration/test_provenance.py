@@ -91,6 +91,30 @@ def test_an_agent_cannot_confirm_its_own_inference_but_the_user_can(
     assert confirmed.status is MemoryStatus.ACTIVE
 
 
+def test_an_agent_cannot_mark_its_own_inference_active_over_an_active_memory(
+    service: MemoryService,
+) -> None:
+    """A correction that names the agent's inference as its source and asks for status
+    active confirms that inference: a person's act, even when the version it replaces is
+    already active (so no candidate is being turned)."""
+    said = service.write(AGENT, "u-1", a_write(source=_source("user_statement"))).memory
+    with pytest.raises(ProvenanceNotAllowed) as raised:
+        service.correct(
+            AGENT,
+            "u-1",
+            said.memory_id,
+            MemoryPatch(
+                expected_version=1,
+                status="active",
+                source=Source(type=SourceType.MODEL_INFERRED),
+                content="Prefers English for internal technical documents",
+            ),
+        )
+    assert _refused(raised)["action"] == "confirm"
+    held = service.get(USER, "u-1", said.memory_id)
+    assert held.version == 1 and held.source.type is SourceType.USER_STATEMENT
+
+
 def test_an_agents_unconfirmed_edit_may_not_replace_the_users_memory(
     service: MemoryService,
 ) -> None:

@@ -434,10 +434,11 @@ MUTANTS: tuple[Mutant, ...] = (
         original="            provenance.check_confirm(ctx)\n",
         replacement="            pass\n",
         kill=(
-            f"{PROVENANCE}::test_an_agent_cannot_confirm_its_own_inference_but_the_user_can"
-            "[sqlite]",
+            f"{PROVENANCE}::test_an_agent_cannot_mark_its_own_inference_active_over_an_active"
+            "_memory[sqlite]",
         ),
-        description="an agent turns its own model_inferred candidate active",
+        description="an agent marks its own model_inferred correction active over an active "
+        "memory (a candidate turned active is also refused by check_supersede)",
     ),
     Mutant(
         id="an-edit-keeps-the-old-source",
