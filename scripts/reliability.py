@@ -40,7 +40,15 @@ _SECRET_CORPUS_TARGETS = tuple(
         ("tuning", "tuning corpus", ">= 0.99"),
         ("seen", "first held-out corpus, now tuning", ">= 0.99"),
         ("tuning_b", "second tuning corpus", ">= 0.99"),
+        ("tuning_c", "third tuning corpus", ">= 0.99"),
+        ("tuning_d", "fourth tuning corpus", ">= 0.99"),
+        ("tuning_e", "fifth tuning corpus", ">= 0.99"),
+        ("tuning_f", "sixth tuning corpus", ">= 0.99"),
         ("heldout", "held-out corpus", ">= 0.97"),
+        ("heldout_b", "second held-out corpus", ">= 0.97"),
+        ("heldout_c", "third held-out corpus", ">= 0.97"),
+        ("heldout_d", "fourth held-out corpus", ">= 0.97"),
+        ("heldout_e", "fifth held-out corpus", ">= 0.97"),
     )
     for what, label, key, must in (
         ("recall", "secret recall", "recall", recall_must),
