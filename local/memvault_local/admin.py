@@ -16,7 +16,8 @@ from typing import Any, TextIO
 
 from memvault.clock import SystemClock
 from memvault.config import Settings
-from memvault.embeddings import Embedder, EmbeddingUnavailable, embedder_from_settings
+from memvault.embeddings import Embedder, embedder_from_settings
+from memvault.embeddings.onnx import MODELS
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import rebuild
 from memvault.models.access import AccessContext, Scope
@@ -125,14 +126,9 @@ def _index_named(template: OpenSearchIndex, name: str) -> OpenSearchIndex:
 
 
 def _embedder_for(settings: Settings, index: OpenSearchIndex) -> Embedder:
-    models = ("minilm", "e5-small-v2", "bge-small-en-v1.5", "bge-small-zh-v1.5", "titan-v2")
-    for model in (*models, "hashing"):
+    for model in ("minilm", *MODELS, "titan-v2", "hashing"):
         candidate = embedder_from_settings(settings.model_copy(update={"embedding_model": model}))
-        try:
-            same = candidate.model_id == index.model_id and candidate.dimensions == index.dimensions
-        except EmbeddingUnavailable:
-            continue  # not installed here, so not the one
-        if same:
+        if candidate.model_id == index.model_id and candidate.dimensions == index.dimensions:
             return candidate
     raise AdminError(f"no embedder here matches {index.model_id} ({index.dimensions} dims)")
 
