@@ -1,7 +1,8 @@
 """LoCoMo through the HTTP API: recall_any@5/@10 on the dev and held-out conversations.
 
 Every turn of a conversation is written as an episodic memory of one subject (``source.ref``
-is the turn's ``dia_id``), and every question with evidence (category 5, the adversarial
+is the turn's ``dia_id``, ``source.thread`` its session and ``source.turn`` its place in
+it), and every question with evidence (category 5, the adversarial
 questions, excluded) is sent to recall with limit 10; a question is a hit at k when one of
 its first k items is a gold evidence turn. The dev conversations are the only ones any
 ranking choice may be tuned on; the held-out ones are reported, never tuned on.
@@ -47,10 +48,12 @@ def turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
         value = conversation[key]
         if not isinstance(value, list):
             continue
-        for turn in value:
+        for position, turn in enumerate(value):
             out.append(
                 {
                     "dia_id": turn["dia_id"],
+                    "session": key,
+                    "turn": position,
                     "text": f"{turn['speaker']}: {turn['text']}",
                     "date": conversation.get(f"{key}_date_time", ""),
                 }
@@ -86,7 +89,14 @@ def run_conversation(
                     {
                         "kind": "episodic",
                         "content": turn["text"],
-                        "source": {"type": "user_statement", "ref": turn["dia_id"]},
+                        "source": {
+                            "type": "user_statement",
+                            "ref": turn["dia_id"],
+                            # The conversation and the turn's place in it: recall ranks
+                            # the neighbouring turns of a strong match up with it.
+                            "thread": f"{name}/{turn['session']}",
+                            "turn": turn["turn"],
+                        },
                         "consent": True,
                     },
                 )

@@ -39,7 +39,11 @@ class Settings(BaseSettings):
 
     #: Table names are ``<table_prefix><name>`` (``memvault-memory`` by default).
     table_prefix: str = Field(default="memvault-", pattern=r"^[A-Za-z0-9_.-]{0,200}$")
-    aws_region: str = "us-east-1"
+    aws_region: str = Field(
+        default="us-east-1",
+        description="The AWS region of every client (DynamoDB, S3, KMS, STS, Step Functions, "
+        "Bedrock).",
+    )
     #: Where the source of truth lives: ``dynamodb`` (the tables a CDK deployment made;
     #: what AWS runs) or ``sqlite`` (local mode: one file under ``data_dir``).
     store: Literal["dynamodb", "sqlite"] = "dynamodb"
@@ -73,8 +77,10 @@ class Settings(BaseSettings):
 
     #: Token verification (RS256): the issuer's JWKS address, expected issuer and audience.
     jwks_url: str | None = None
-    jwt_issuer: str | None = None
-    jwt_audience: str = "memvault"
+    jwt_issuer: str | None = Field(
+        default=None, description="The `iss` a token must carry; unset, the issuer is not checked."
+    )
+    jwt_audience: str = Field(default="memvault", description="The `aud` a token must carry.")
     #: Clock skew tolerated on ``exp``/``nbf``/``iat``; bounded so that expiry stays real.
     jwt_leeway_seconds: int = Field(default=60, ge=0, le=300)
     #: The longest token lifetime (``exp - iat``) accepted: a token minted to live for
@@ -96,7 +102,12 @@ class Settings(BaseSettings):
 
     #: Session memory: idle expiry (renewed by the subject's own activity) and absolute cap.
     session_idle_seconds: int = Field(default=30 * 60, ge=60, le=7 * DAY)
-    session_max_seconds: int = Field(default=DAY, ge=60, le=30 * DAY)
+    session_max_seconds: int = Field(
+        default=DAY,
+        ge=60,
+        le=30 * DAY,
+        description="A session's absolute lifetime, set at its creation; nothing extends it.",
+    )
     #: Most recent messages a session read returns.
     session_recent_messages: int = Field(default=50, ge=1, le=500)
     #: Largest checkpoint kept inline; larger payloads go to the artifact store by reference.
@@ -105,32 +116,57 @@ class Settings(BaseSettings):
     run_retention_days: int = Field(default=90, ge=1)
     #: Artifacts: the bucket, each tenant's key (``<prefix><tenant>``), limits, lifetimes.
     artifacts_bucket: str = "memvault-artifacts"
-    tenant_key_alias_prefix: str = "alias/memvault/"
-    artifact_max_bytes: int = Field(default=50 * 1024 * 1024, ge=1)
-    artifact_media_types: tuple[str, ...] = (
-        "text/plain",
-        "text/markdown",
-        "application/json",
-        "application/pdf",
-        "text/csv",
-        "image/png",
-        "image/jpeg",
+    tenant_key_alias_prefix: str = Field(
+        default="alias/memvault/",
+        description="Each tenant's KMS key is the alias `<tenant_key_alias_prefix><tenant>`.",
+    )
+    artifact_max_bytes: int = Field(
+        default=50 * 1024 * 1024,
+        ge=1,
+        description="Largest artifact an upload may declare (413 beyond); per tenant in "
+        "`tenant_policies`.",
+    )
+    artifact_media_types: tuple[str, ...] = Field(
+        default=(
+            "text/plain",
+            "text/markdown",
+            "application/json",
+            "application/pdf",
+            "text/csv",
+            "image/png",
+            "image/jpeg",
+        ),
+        description="The media types an artifact may declare (415 otherwise); per tenant in "
+        "`tenant_policies`.",
     )
     #: Presigned upload URLs live this long; downloads at most 5 minutes.
     upload_url_seconds: int = Field(default=900, ge=60, le=3600)
-    download_url_seconds: int = Field(default=300, ge=10, le=300)
+    download_url_seconds: int = Field(
+        default=300,
+        ge=10,
+        le=300,
+        description="How long a download URL lives; it is signed after the caller is checked.",
+    )
     #: Staged uploads never committed are swept after this long.
     staged_upload_seconds: int = Field(default=86_400, ge=600)
     #: Recall's search index: ``opensearch`` (``search_endpoint``; SigV4 unless
     #: ``search_auth`` is ``none``) or ``embedded`` (local mode: exact k-NN plus BM25 in
     #: process, persisted under ``index_dir``).
     search_backend: Literal["opensearch", "embedded"] = "opensearch"
-    search_endpoint: str | None = None
-    search_auth: Literal["sigv4", "none"] = "sigv4"
+    search_endpoint: str | None = Field(
+        default=None, description="The OpenSearch endpoint (`search_backend` `opensearch`)."
+    )
+    search_auth: Literal["sigv4", "none"] = Field(
+        default="sigv4",
+        description="How OpenSearch requests are signed: `sigv4` (AWS) or `none` (a local node).",
+    )
     #: Read alias of the memory index; each physical index behind it is named
     #: ``<alias>--<model>-<version>`` so that a new embedding model builds a new index.
     search_alias: str = Field(default="memvault-memories", pattern=r"^[a-z0-9][a-z0-9_-]{0,80}$")
-    index_dir: str | None = None
+    index_dir: str | None = Field(
+        default=None,
+        description="The embedded index's folder (`search_backend` `embedded`).",
+    )
     #: How soon a write becomes searchable in OpenSearch (its refresh interval): shorter
     #: is fresher recall for more indexing work. The local stack uses 500ms.
     search_refresh_interval: str = Field(default="1s", pattern=r"^[0-9]+(ms|s)$")
@@ -145,7 +181,10 @@ class Settings(BaseSettings):
     embedding_model: Literal[
         "titan-v2", "minilm", "e5-small-v2", "bge-small-en-v1.5", "bge-small-zh-v1.5", "hashing"
     ] = "titan-v2"
-    bedrock_embedding_model_id: str = "amazon.titan-embed-text-v2:0"
+    bedrock_embedding_model_id: str = Field(
+        default="amazon.titan-embed-text-v2:0",
+        description="The Bedrock model that embeds for `embedding_model` `titan-v2`.",
+    )
     #: Titan V2 output size (256, 512 or 1024).
     titan_dimensions: Literal[256, 512, 1024] = 512
     #: Recall: candidates taken from each of the keyword and vector lists; the relevance
@@ -155,22 +194,56 @@ class Settings(BaseSettings):
     #: the embedder's own unless set (``memvault.search.fusion.TUNINGS``; MiniLM's are
     #: 0.35 and 0.6).
     recall_candidates: int = Field(default=40, ge=10, le=200)
-    recall_relevance_floor: float | None = Field(default=None, ge=-1.0, le=1.0)
-    recall_keyword_coverage: float = Field(default=0.4, ge=0.0, le=1.0)
-    recall_similarity_margin: float | None = Field(default=None, ge=0.0, le=2.0)
+    recall_relevance_floor: float | None = Field(
+        default=None,
+        ge=-1.0,
+        le=1.0,
+        description="A query whose best cosine similarity is under it, and that no memory "
+        "matches by `recall_keyword_coverage` of its words, gets nothing; unset, the embedder's "
+        "own.",
+    )
+    recall_keyword_coverage: float = Field(
+        default=0.4,
+        ge=0.0,
+        le=1.0,
+        description="The share of a query's words a memory must hold to pass the relevance floor, "
+        "and to be kept, without similarity.",
+    )
+    recall_similarity_margin: float | None = Field(
+        default=None,
+        ge=0.0,
+        le=2.0,
+        description="How far below the best similarity a memory may fall and still come back; "
+        "unset, the embedder's own.",
+    )
     #: The vector list's share of the fused score (the embedder's own when unset).
     recall_vector_weight: float | None = Field(default=None, ge=0.0, le=1.0)
+    #: Conversation context: a memory with ``source.thread`` and ``source.turn`` gains
+    #: this share of the fused score of its best neighbouring turn (0 turns it off), and
+    #: recall reads back this many candidates, not only the first page, to find them.
+    recall_context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
+    recall_context_candidates: int = Field(default=30, ge=1, le=200)
     #: Reranking (opt-in, AWS): the Bedrock reranking model's ARN (Amazon Rerank 1.0 or
     #: Cohere Rerank 3.5), how many of the best items it reorders, and how long a recall
     #: waits for it before answering in fused order.
     rerank_model_arn: str | None = None
-    rerank_candidates: int = Field(default=20, ge=2, le=100)
-    rerank_timeout_s: float = Field(default=2.0, gt=0.0, le=30.0)
+    rerank_candidates: int = Field(
+        default=20, ge=2, le=100, description="How many of the best items the reranker reorders."
+    )
+    rerank_timeout_s: float = Field(
+        default=2.0,
+        gt=0.0,
+        le=30.0,
+        description="Seconds a recall waits for the reranker before answering in fused order.",
+    )
     #: The purge pipeline: on AWS a Step Functions state machine (its ARN); without one
     #: the pipeline runs in process, ``inline`` before the request returns (tests) or on a
     #: ``background`` worker (the local stack), with the same steps and retries.
     purge_state_machine_arn: str | None = None
-    purge_launch: Literal["inline", "background"] = "inline"
+    purge_launch: Literal["inline", "background"] = Field(
+        default="inline",
+        description="Without a state machine: purge `inline` or on a `background` worker.",
+    )
     #: Per-tenant overrides, as JSON: ``{"acme": {"session_idle_seconds": 600}}``.
     tenant_policies: dict[str, TenantPolicy] = Field(default_factory=dict)
 

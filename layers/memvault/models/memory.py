@@ -78,11 +78,34 @@ class IndexStatus(StrEnum):
     FAILED = "failed"
 
 
+#: Where a turn may sit in its conversation (``source.turn``).
+MAX_TURN = 1_000_000_000
+
+
 class Source(BaseModel):
+    """Where a memory came from: what kind of source, a reference to it, and, for a
+    memory taken from a conversation, the conversation (``thread``) and its place in it
+    (``turn``). Recall ranks the neighbouring turns of a strong match up with it: the
+    answer to a question often sits one turn after the words that match it."""
+
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     type: SourceType
     ref: Reference | None = None
+    thread: Reference | None = None
+    turn: int | None = Field(default=None, ge=0, le=MAX_TURN, strict=True)
+
+    @model_validator(mode="after")
+    def _turn_needs_thread(self) -> Source:
+        if self.turn is not None and self.thread is None:
+            raise ValueError("source.turn is a position in a conversation: set source.thread too")
+        return self
+
+    def neighbours(self) -> tuple[tuple[str, int], tuple[str, int]] | None:
+        """The (thread, turn) keys of the turns just before and after this one."""
+        if self.thread is None or self.turn is None:
+            return None
+        return (self.thread, self.turn - 1), (self.thread, self.turn + 1)
 
 
 def _no_blank(value: str) -> str:
@@ -122,7 +145,13 @@ class MemoryWrite(BaseModel):
 
     def fingerprint_payload(self) -> dict[str, Any]:
         """What must match for a retry to count as the same request."""
-        return self.model_dump(mode="json", exclude={"request_id"})
+        payload = self.model_dump(mode="json", exclude={"request_id"})
+        # Unset conversation fields leave the fingerprint as it was before they existed,
+        # so that a request retried across an upgrade still replays.
+        for name in ("thread", "turn"):
+            if payload["source"].get(name) is None:
+                payload["source"].pop(name, None)
+        return payload
 
 
 class MemoryPatch(BaseModel):

@@ -51,6 +51,9 @@ class MatchReason(BaseModel):
     vector_rank: int | None = None
     similarity: float | None = None
     relevance: float
+    #: What the item gained from a neighbouring turn of its conversation (``source.thread``
+    #: and ``source.turn``) that matched the query too; part of ``relevance``.
+    context: float | None = None
     #: The reranker's score, where one reordered this recall's best items (on AWS, with
     #: ``MEMVAULT_RERANK_MODEL_ARN``); the order of the answer is then the reranker's.
     rerank_score: float | None = None

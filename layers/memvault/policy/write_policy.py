@@ -49,6 +49,8 @@ def _text_fields(draft: Draft) -> list[tuple[str, str]]:
     fields += [(f"scope.{key}", f"{key}: {value}") for key, value in draft.scope.items()]
     if draft.source.ref:
         fields.append(("source.ref", draft.source.ref))
+    if draft.source.thread:
+        fields.append(("source.thread", draft.source.thread))
     return fields
 
 

@@ -63,6 +63,7 @@ class _Candidate:
     similarity: float | None = None
     exact_key: bool = False
     fused: float = 0.0
+    context: float = 0.0
     sources: list[str] = field(default_factory=list)
 
 
@@ -193,6 +194,13 @@ class RecallService:
             )
             start += step
             step = max(step, 2 * (req.limit - len(valid)))
+        window = self.settings.recall_context_candidates
+        if start < min(window, len(ordered)) and self._conversational(valid):
+            # Turns of a conversation: read back the rest of the context window, where the
+            # neighbours of the best matches are.
+            valid += self._revalidate(ctx, subject_id, ordered[start:window], req, now, drops)
+            start = window
+        self._add_context(valid)
         validated = time.perf_counter()
         allowed = len(valid)
         valid = self._relevant(valid, req)
@@ -388,6 +396,32 @@ class RecallService:
             or (c.similarity is not None and c.similarity >= best - margin)
         ]
 
+    def _conversational(self, valid: list[tuple[_Candidate, Memory]]) -> bool:
+        return self.settings.recall_context_weight > 0 and any(
+            m.source.neighbours() for _, m in valid
+        )
+
+    def _add_context(self, valid: list[tuple[_Candidate, Memory]]) -> None:
+        """A turn gains ``recall_context_weight`` of its best neighbour's fused score.
+
+        Only memories the table admitted for this reader count as neighbours: what the
+        index proposes but the reader may not see moves nothing.
+        """
+        weight = self.settings.recall_context_weight
+        if not weight:
+            return
+        fused = {
+            (m.source.thread, m.source.turn): c.fused
+            for c, m in valid
+            if m.source.thread is not None and m.source.turn is not None
+        }
+        if not fused:
+            return
+        for c, m in valid:
+            around = m.source.neighbours()
+            if around is not None:
+                c.context = weight * max(fused.get(around[0], 0.0), fused.get(around[1], 0.0))
+
     def _exact_key_chains(
         self, ctx: AccessContext, subject_id: str, req: RecallRequest
     ) -> list[str]:
@@ -554,7 +588,7 @@ class RecallService:
         age_days = max((now - m.valid_from).total_seconds(), 0.0) / 86_400
         recency = math.exp(-age_days / 180)
         confirmed = m.source.type in (SourceType.USER_CONFIRMED, SourceType.HUMAN_REVIEW)
-        relevance = c.fused + (0.5 if c.exact_key else 0.0)
+        relevance = c.fused + c.context + (0.5 if c.exact_key else 0.0)
         score = relevance * (1 + 0.15 * trust + 0.05 * recency + 0.05 * confirmed)
         return RecalledItem(
             memory=m,
@@ -565,6 +599,7 @@ class RecallService:
                 vector_rank=c.vector_rank,
                 similarity=None if c.similarity is None else round(c.similarity, 4),
                 relevance=round(relevance, 6),
+                context=round(c.context, 6) if c.context else None,
             ),
             provenance=Provenance(
                 source_type=m.source.type,
