@@ -2,12 +2,14 @@
 
 They read the same ``MEMVAULT_*`` settings as the service: on AWS the deployment's
 tables and OpenSearch domain; locally ``MEMVAULT_DYNAMODB_ENDPOINT`` and
-``MEMVAULT_SEARCH_ENDPOINT`` (a real OpenSearch; the embedded index belongs to the
-``memvault run`` process that holds it).
+``MEMVAULT_SEARCH_ENDPOINT`` (a real OpenSearch); without them, the local stack's
+embedded store and index (``memvault reindex``, ``memvault resume``: with the stack
+stopped, as it holds them while it runs).
 """
 
 from __future__ import annotations
 
+import os
 import statistics
 import sys
 from dataclasses import dataclass, field
@@ -29,6 +31,7 @@ from memvault.services.deletion import IndexStep, PrimaryStep, PurgeStep, Versio
 from memvault.services.recall import RecallService
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage.ports.memory import MemoryStore
 from memvault.wiring import dynamodb_client, search_index, table_names
 from memvault_local.evaluation import EvalSet
 
@@ -133,7 +136,7 @@ def _embedder_for(settings: Settings, index: OpenSearchIndex) -> Embedder:
     raise AdminError(f"no embedder here matches {index.model_id} ({index.dimensions} dims)")
 
 
-def _eval_recall(service: RecallService, evalset: EvalSet, store: DynamoMemoryStore) -> float:
+def _eval_recall(service: RecallService, evalset: EvalSet, store: MemoryStore) -> float:
     """recall@10 over the set's queries whose memories were loaded with ``eval-<key>``
     request ids (as ``memvault_local.evaluation.load`` writes them)."""
     ids: dict[str, str] = {}
@@ -164,7 +167,103 @@ def _eval_recall(service: RecallService, evalset: EvalSet, store: DynamoMemorySt
     return round(statistics.fmean(shares), 4)
 
 
+def _local_mode() -> bool:
+    env = os.environ
+    return not (
+        env.get("MEMVAULT_BACKEND") == "aws"
+        or env.get("MEMVAULT_DYNAMODB_ENDPOINT")
+        or env.get("MEMVAULT_SEARCH_ENDPOINT")
+        or env.get("MEMVAULT_STORE") == "dynamodb"
+    )
+
+
+def reindex_local(
+    model: str, *, switch: bool, eval_path: str | None, out: TextIO, tenant_id: str | None = None
+) -> int:
+    """The local stack's embedded index for ``model``, built afresh from the embedded
+    store (with the stack stopped: it holds the store and its index while it runs);
+    compared with the index in use on an evaluation set; ``--switch`` makes it the one
+    ``memvault run`` uses from its next start, and the old index stays for a roll-back."""
+    from memvault.wiring import build_services
+    from memvault_local.devkeys import data_home
+    from memvault_local.local_index import (
+        DEFAULT_MODEL,
+        build,
+        index_path,
+        record_model,
+        recorded_model,
+        remove_index,
+    )
+    from memvault_local.stack import AlreadyRunning, _local_defaults, _single_instance
+
+    if tenant_id is not None:
+        raise AdminError("the local index holds every tenant: run reindex without --tenant")
+    home = data_home()
+    settings = Settings(**_local_defaults(home, "http://127.0.0.1"))
+    if settings.search_backend != "embedded":
+        raise AdminError("set MEMVAULT_SEARCH_ENDPOINT's tables too, or unset it for local mode")
+    if not (Path(settings.data_dir or "") / "memvault.db").exists():
+        raise AdminError(f"no embedded store under {settings.data_dir}: nothing to index")
+    index_dir = Path(settings.index_dir or "")
+    current = recorded_model(index_dir) or DEFAULT_MODEL
+    new_settings = settings.model_copy(update={"embedding_model": model})
+    try:
+        with _single_instance(home):
+            embedder = embedder_from_settings(new_settings)
+            remove_index(index_path(new_settings, embedder))
+            services = build_services(new_settings)
+            try:
+                store = services.stores.memory
+                index = services.recall.index
+                assert index is not None
+                report = build(index, embedder, store, out, label=f"indexing into {index.name}")
+                out.write(
+                    f"{report.scanned} items scanned, {report.written} documents written, "
+                    f"{report.failed} failed\n"
+                )
+                if report.failed:
+                    out.write(f"some documents failed: still on {current}; run reindex again\n")
+                    return 1
+                if eval_path:
+                    evalset = EvalSet.read(eval_path)
+                    compared = [(current, settings)] if current != model else []
+                    for name, chosen in [*compared, (model, new_settings)]:
+                        old_embedder = embedder_from_settings(chosen)
+                        target = search_index(chosen, old_embedder)
+                        service = RecallService(store, target, old_embedder, chosen, SystemClock())
+                        score = _eval_recall(service, evalset, store)
+                        out.write(f"{name}: recall@10 {score}\n")
+            finally:
+                services.stores.database.close()
+    except AlreadyRunning as running:
+        raise AdminError(
+            f"the local stack is running ({running}): stop it, then run reindex "
+            "(it reads the store the stack holds)"
+        ) from None
+    if switch:
+        record_model(index_dir, model)
+        out.write(
+            f"memvault run now uses {model} (was {current}); to roll back: "
+            f"memvault reindex --model {current} --switch\n"
+        )
+    else:
+        out.write(f"memvault run still uses {current}; add --switch to use {model}\n")
+    return 0
+
+
 def run_reindex(args: Any) -> int:
+    if _local_mode():
+        try:
+            return reindex_local(
+                args.model,
+                switch=args.switch,
+                eval_path=args.eval,
+                out=sys.stdout,
+                tenant_id=args.tenant,
+            )
+        except AdminError as err:
+            print(f"error: {err}", file=sys.stderr)
+            return 2
     settings = Settings()
     try:
         return reindex(

@@ -36,7 +36,7 @@ from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.clock import SystemClock
 from memvault.config import Settings
-from memvault.embeddings import Embedder
+from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.embeddings.onnx import OnnxEmbedder
 from memvault.indexing.indexer import Indexer
@@ -51,6 +51,13 @@ from memvault_local.bodies import GuardedServer
 from memvault_local.console_app import ConsoleApp
 from memvault_local.devkeys import DevKey, data_home
 from memvault_local.embed_worker import WorkerEmbedder
+from memvault_local.local_index import (
+    DEFAULT_MODEL,
+    build,
+    has_memories,
+    index_path,
+    recorded_model,
+)
 from memvault_local.objects_app import ObjectsApp
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
@@ -224,19 +231,20 @@ def _local_defaults(home: Path, url: str) -> dict[str, Any]:
 
 
 def _local_search_defaults(home: Path, data: Path | None = None) -> dict[str, Any]:
-    """Local mode recalls with the embedded index and the local MiniLM model unless the
-    environment names others (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch), and
-    purges in the background."""
+    """Local mode recalls with the embedded index and the model ``memvault reindex
+    --switch`` recorded (MiniLM until then) unless the environment names others
+    (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch), and purges in the background."""
     env = os.environ
     defaults: dict[str, Any] = {}
     if "MEMVAULT_SEARCH_BACKEND" not in env and "MEMVAULT_SEARCH_ENDPOINT" not in env:
         defaults["search_backend"] = "embedded"
     if "MEMVAULT_SEARCH_AUTH" not in env:
         defaults["search_auth"] = "none"
-    if "MEMVAULT_EMBEDDING_MODEL" not in env:
-        defaults["embedding_model"] = "minilm"
+    index_dir = Path(env.get("MEMVAULT_INDEX_DIR") or (data or home) / "index")
     if "MEMVAULT_INDEX_DIR" not in env:
-        defaults["index_dir"] = str((data or home) / "index")
+        defaults["index_dir"] = str(index_dir)
+    if "MEMVAULT_EMBEDDING_MODEL" not in env:
+        defaults["embedding_model"] = recorded_model(index_dir) or DEFAULT_MODEL
     if "MEMVAULT_SEARCH_REFRESH_INTERVAL" not in env:
         defaults["search_refresh_interval"] = "500ms"
     if "MEMVAULT_PURGE_LAUNCH" not in env:
@@ -301,7 +309,7 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     if os.environ.get("MEMVAULT_BACKEND") == "aws" or os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT"):
         local = _on_dynamodb(home, out)
     else:
-        local = _on_embedded_store(home, url)
+        local = _on_embedded_store(home, url, out)
     if local is None:
         return 1
     key = DevKey.load_or_create(home)
@@ -421,8 +429,12 @@ class _Local:
                 closer()
 
 
-def _on_embedded_store(home: Path, url: str) -> _Local:
+def _on_embedded_store(home: Path, url: str, out: TextIO) -> _Local:
     settings = Settings(**_local_defaults(home, url))
+    new_index = (
+        settings.search_backend == "embedded"
+        and not index_path(settings, embedder_from_settings(settings)).exists()
+    )
     services = build_services(settings)
     deps.use(services)
     stores = services.stores
@@ -438,9 +450,12 @@ def _on_embedded_store(home: Path, url: str) -> _Local:
     local.closers.append(stop.set)
     pump = None
     if services.recall.index is not None:
-        indexer = Indexer(
-            services.recall.index, _indexing_embedder(services, local), stores.memory, SystemClock()
-        )
+        embedder = _indexing_embedder(services, local)
+        if new_index and has_memories(stores.memory):
+            # A model this store has no index for yet: build it before serving.
+            out.write(f"building the {settings.embedding_model} index from the store\n")
+            build(services.recall.index, embedder, stores.memory, out, label="indexing")
+        indexer = Indexer(services.recall.index, embedder, stores.memory, SystemClock())
         pump = OutboxPump(
             OutboxFeed(database),
             indexer,

@@ -35,9 +35,7 @@ def _rig(backend: str, **settings: Any) -> Iterator[RecallRig]:
             backend,
             EMBEDDER,
             opensearch_url=url,
-            recall_relevance_floor=-1.0,
-            recall_similarity_margin=2.0,
-            **settings,
+            **{"recall_relevance_floor": -1.0, "recall_similarity_margin": 2.0, **settings},
         )
         try:
             yield built
@@ -170,6 +168,18 @@ def test_a_turn_needs_its_thread_and_unset_fields_keep_the_fingerprint() -> None
         }
     )
     assert threaded.fingerprint_payload()["source"]["turn"] == 0
+
+
+def test_the_turn_next_to_a_relevant_one_passes_the_similarity_margin() -> None:
+    """With a margin of 0 only the best match is relevant by its own words; its
+    neighbouring turn (the answer) comes back with it, the same words out of context do
+    not."""
+    for rig in _rig("embedded", recall_similarity_margin=0.0, recall_keyword_coverage=1.0):
+        threaded, loose = _conversation(rig)
+        result = _recall(rig, "Maria adopted a puppy from the shelter on Saturday")
+        found = [i.memory.memory_id for i in result.items]
+        assert threaded.memory_id in found and loose.memory_id not in found
+        assert len(found) == 3  # the match and its two neighbours
 
 
 def test_a_thread_is_scanned_like_every_stored_text() -> None:

@@ -1,6 +1,6 @@
 """Recall: hard filters, candidates, fusion, re-validation against the table, ranking.
 
-The index only proposes (DESIGN.md invariant 4). Every candidate is read back from the
+The index only proposes (docs/architecture.md, invariant 4). Every candidate is read back from the
 memory table in one batch (version, chain head, subject epoch) and kept only if it is
 now the chain's current, active, unexpired version in the caller's reach. A stale or
 deliberately poisoned index can therefore make recall miss, never return too much.
@@ -64,6 +64,8 @@ class _Candidate:
     exact_key: bool = False
     fused: float = 0.0
     context: float = 0.0
+    #: The (thread, turn) of the neighbour the context came from.
+    context_from: tuple[str, int] | None = None
     sources: list[str] = field(default_factory=list)
 
 
@@ -366,7 +368,8 @@ class RecallService:
         A query passes when its best vector match reaches ``recall_relevance_floor`` or
         some memory holds at least ``recall_keyword_coverage`` of its words; then a memory
         is kept when its similarity is within ``recall_similarity_margin`` of the best, or
-        it holds that share of the query's words, or its canonical key was named. The
+        it holds that share of the query's words, or its canonical key was named, or it is
+        the neighbouring turn of a memory kept so (``_add_context``). The
         thresholds are the embedder's (``memvault.search.fusion.TUNINGS``): each model
         has its own similarity range. Settings override them.
         """
@@ -388,13 +391,17 @@ class RecallService:
         margin = self.settings.recall_similarity_margin
         if margin is None:
             margin = self.tuning.similarity_margin
-        return [
-            (c, m)
-            for c, m in valid
+        kept = {
+            c.chain_id
+            for c, _ in valid
             if c.exact_key
             or coverage[c.chain_id] >= needed
             or (c.similarity is not None and c.similarity >= best - margin)
-        ]
+        }
+        # A turn next to a relevant turn is its context (the answer after the question),
+        # however unlike the query its own words are.
+        relevant_turns = {(m.source.thread, m.source.turn) for c, m in valid if c.chain_id in kept}
+        return [(c, m) for c, m in valid if c.chain_id in kept or c.context_from in relevant_turns]
 
     def _conversational(self, valid: list[tuple[_Candidate, Memory]]) -> bool:
         return self.settings.recall_context_weight > 0 and any(
@@ -419,8 +426,12 @@ class RecallService:
             return
         for c, m in valid:
             around = m.source.neighbours()
-            if around is not None:
-                c.context = weight * max(fused.get(around[0], 0.0), fused.get(around[1], 0.0))
+            if around is None:
+                continue
+            best = max(around, key=lambda key: fused.get(key, 0.0))
+            if fused.get(best, 0.0) > 0.0:
+                c.context = weight * fused[best]
+                c.context_from = best
 
     def _exact_key_chains(
         self, ctx: AccessContext, subject_id: str, req: RecallRequest

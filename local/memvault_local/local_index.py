@@ -1,0 +1,72 @@
+"""The local stack's embedded index: which embedding model it uses, and building an index
+for a model from the embedded store.
+
+Each model has its own index file (``<alias>--<model slug>.sqlite3`` under the index
+folder); the store is the source of truth and any index can be rebuilt from it. The
+model in use is, in order: ``MEMVAULT_EMBEDDING_MODEL``; the one ``memvault reindex
+--switch`` recorded in the index folder (``embedding-model``); MiniLM.
+
+An index that does not exist yet for the model in use is built from the store when the
+stack starts, before it serves (a store written with another model is never left with an
+empty index, which would make every recall miss).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TextIO
+
+from memvault.clock import SystemClock
+from memvault.config import Settings
+from memvault.embeddings import Embedder
+from memvault.indexing.indexer import Indexer
+from memvault.indexing.rebuild import RebuildReport, rebuild
+from memvault.search.backend import SearchIndex
+from memvault.storage.ports.memory import MemoryStore
+
+#: The file in the index folder that names the model ``reindex --switch`` chose.
+MODEL_FILE = "embedding-model"
+#: The model of a store that never switched.
+DEFAULT_MODEL = "minilm"
+
+
+def recorded_model(index_dir: Path) -> str | None:
+    path = index_dir / MODEL_FILE
+    if not path.exists():
+        return None
+    name = path.read_text(encoding="utf-8").strip()
+    return name or None
+
+
+def record_model(index_dir: Path, model: str) -> None:
+    index_dir.mkdir(parents=True, exist_ok=True)
+    staged = index_dir / f".{MODEL_FILE}.tmp"
+    staged.write_text(model + "\n", encoding="utf-8")
+    staged.replace(index_dir / MODEL_FILE)
+
+
+def index_path(settings: Settings, embedder: Embedder) -> Path:
+    """The file of ``embedder``'s index (as ``memvault.wiring.search_index`` names it)."""
+    return Path(settings.index_dir or ".") / f"{settings.search_alias}--{embedder.slug}.sqlite3"
+
+
+def remove_index(path: Path) -> None:
+    for suffix in ("", "-wal", "-shm"):
+        Path(f"{path}{suffix}").unlink(missing_ok=True)
+
+
+def has_memories(store: MemoryStore) -> bool:
+    return next(iter(store.rebuild_records()), None) is not None
+
+
+def build(
+    index: SearchIndex, embedder: Embedder, store: MemoryStore, out: TextIO, *, label: str
+) -> RebuildReport:
+    """Every version and tombstone of the store into ``index``, with a progress bar."""
+    from tqdm import tqdm
+
+    indexer = Indexer(index, embedder, store, SystemClock())
+    with tqdm(unit="item", desc=label, file=out, mininterval=1.0) as bar:
+        report = rebuild(indexer, store.rebuild_records(), progress=bar.update)
+    index.refresh()
+    return report
