@@ -65,6 +65,7 @@ def main(only: list[str]) -> int:
     import deletion_speed
     import embeddings
     import index_scale
+    import locomo
     import peer_compare
     import recall_eval
     import store_scale
@@ -85,6 +86,7 @@ def main(only: list[str]) -> int:
         "peer_quality": lambda: peer_compare.quality(url),
         "peer_scale": lambda: peer_compare.scale(url),
         "tracing": tracing.run,
+        "locomo": locomo.run,
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     commit = _commit()
@@ -160,7 +162,7 @@ def render(report: dict[str, Any]) -> str:
         f"Machine: {report['machine']}. Each section names when and at which commit it ran.",
         "",
     ]
-    for part in ("peer_scale", "peer_quality", "tracing", "write_cost"):
+    for part in ("locomo", "peer_scale", "peer_quality", "tracing", "write_cost"):
         if part in s:
             lines += _PEER_RENDER[part](s[part], report["goals"])
     if "embeddings" in s:
@@ -555,7 +557,39 @@ def _tracing_lines(tr: dict[str, Any], goals: dict[str, Any]) -> list[str]:
     ]
 
 
+def _locomo_lines(lo: dict[str, Any], goals: dict[str, Any]) -> list[str]:
+    head = [f"## LoCoMo through the HTTP API {_ran(lo)}", ""]
+    if "skipped" in lo:
+        return [*head, f"Not run: {lo['skipped']}.", ""]
+    lines = [
+        *head,
+        f"Every turn written as an episodic memory (with its session as ``source.thread`` and "
+        f"its place as ``source.turn``) into a fresh `memvault run` on {lo['model']}, every "
+        "question with evidence sent to recall (limit 10); a hit when a returned memory is a "
+        "gold evidence turn. Tuned on the dev conversations only; held-out never tuned on.",
+        "",
+        "| split | questions | recall_any@5 | recall_any@10 | recall p50 / p95 ms | turns/s |",
+        "|---|---|---|---|---|---|",
+    ]
+    for split in ("dev", "heldout", "all"):
+        if split in lo:
+            r = lo[split]
+            lines.append(
+                f"| {split} | {r['questions']} | {r['recall_any_at_5']} | "
+                f"{r['recall_any_at_10']} | {r['p50_ms']} / {r['p95_ms']} | {r['turns_per_s']} |"
+            )
+    g = lo.get("goals", {})
+    return [
+        *lines,
+        "",
+        f"Goals: recall_any@10 ≥ {g.get('recall_any_at_10_all')} over all ten, ≥ "
+        f"{g.get('recall_any_at_10_heldout')} on the held-out five.",
+        "",
+    ]
+
+
 _PEER_RENDER = {
+    "locomo": _locomo_lines,
     "peer_scale": _peer_scale_lines,
     "peer_quality": _peer_quality_lines,
     "tracing": _tracing_lines,
