@@ -66,7 +66,7 @@ class Api(Construct):
             self,
             "RestApi",
             rest_api_name=stack_name,
-            description="memvault HTTP API (API.md)",
+            description="memvault HTTP API (docs/api.md)",
             endpoint_types=[apigw.EndpointType.REGIONAL],
             cloud_watch_role=True,
             api_key_source_type=apigw.ApiKeySourceType.AUTHORIZER if pool else None,

@@ -1,7 +1,7 @@
 """Recall's search index: the OpenSearch domain, and the indexer that keeps it in step
 with the memory table through the table's stream.
 
-The index is derived data (DESIGN.md: it proposes candidates, the memory table decides),
+The index is derived data (docs/architecture.md: it proposes candidates, the memory table decides),
 so the indexer may lag or fail without harm to correctness: failed batches are retried,
 halved, and finally recorded (shard and sequence range only) in an encrypted queue.
 """

@@ -222,7 +222,13 @@ class Settings(BaseSettings):
     #: this share of the fused score of its best neighbouring turn (0 turns it off), and
     #: recall reads back this many candidates, not only the first page, to find them.
     recall_context_weight: float = Field(default=0.3, ge=0.0, le=1.0)
-    recall_context_candidates: int = Field(default=30, ge=1, le=200)
+    recall_context_candidates: int = Field(
+        default=30,
+        ge=1,
+        le=200,
+        description="When the best matches are conversation turns, recall re-validates the "
+        "fused list's first this many candidates to find their neighbours.",
+    )
     #: Reranking (opt-in, AWS): the Bedrock reranking model's ARN (Amazon Rerank 1.0 or
     #: Cohere Rerank 3.5), how many of the best items it reorders, and how long a recall
     #: waits for it before answering in fused order.

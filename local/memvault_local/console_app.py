@@ -2,7 +2,7 @@
 dev-token endpoint that signs the page in.
 
 The page itself only calls the public ``/v1`` API with the user's bearer token, so the same
-files can be hosted anywhere that serves static files (see the README). What this module
+files can be hosted anywhere that serves static files (see docs/console.md). What this module
 adds is local mode's alone, and it lives in ``memvault_local``, which the Lambda layer
 never ships:
 

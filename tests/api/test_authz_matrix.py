@@ -16,7 +16,7 @@ hostile caller, which differs from the owner in exactly one respect, sends the r
 - ``lower-ceiling``: ``max_sensitivity=public``, below the victim's ``internal``;
 - ``other-role``: agent role ``critic``, outside the memory's visibility list.
 
-The oracle, per request: the status (and error code) the row expects, as API.md and the
+The oracle, per request: the status (and error code) the row expects, as docs/api.md and the
 services define them (401, 403, 404, a documented 409; or a 2xx for a caller acting in its
 own tenant, or for a listing that must leave the victim out); never a 5xx; no marker of a
 resource hidden from that caller anywhere in the answer (unique canary words in the
@@ -26,7 +26,7 @@ sent last and must succeed and show the victim's markers: that proves each refus
 authorization's (not a malformed request's) and that the marker check can see a leak.
 
 Sessions, runs and artifacts carry no visibility list, and deletion jobs no sensitivity
-(API.md: ``visibility`` is a memory's; ``max_sensitivity`` is what a caller may read):
+(docs/api.md: ``visibility`` is a memory's; ``max_sensitivity`` is what a caller may read):
 those cells are listed as not applicable, with the reason, and are not sent. A run's
 content is ``internal`` (``pii`` with personal data): a ``public`` token is answered the
 run's control state without it, may not replace it, and may still record operations and
@@ -69,7 +69,7 @@ ATTACKERS = (
 #: other two get the same answer on every protected route: 401 without a token, 403
 #: without the scope.
 PER_ROW = ("other-tenant", "other-subject", "lower-ceiling", "other-role")
-#: The routes that need no token (API.md, "Identity"; the document says ``security: []``).
+#: The routes that need no token (docs/api.md, "Identity"; the document says ``security: []``).
 PUBLIC = frozenset({("GET", "/v1/health"), ("GET", "/v1/openapi.json")})
 SCOPES = frozenset(
     {

@@ -9,7 +9,7 @@ from tests.support.api import call
 
 pytestmark = pytest.mark.usefixtures("api")
 
-#: The routes of API.md that exist so far (long-term memory, deletions, health).
+#: The routes of docs/api.md that exist so far (long-term memory, deletions, health).
 CONTRACT = {
     ("POST", "/v1/subjects/{subject_id}/memories"),
     ("GET", "/v1/subjects/{subject_id}/memories"),

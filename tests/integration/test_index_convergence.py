@@ -125,7 +125,7 @@ def _deliver(handler: Any, records: list[dict[str, Any]], rng: random.Random) ->
     return attempts
 
 
-#: The life stages in their documented order (README, Recall, 1. Indexing): a chain's
+#: The life stages in their documented order (docs/recall.md, indexing): a chain's
 #: document carries the external version ``memory version * 8 + stage``. Written out
 #: here, not imported, so that the oracle does not share the code it checks.
 STAGE = {

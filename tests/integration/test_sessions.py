@@ -225,7 +225,7 @@ def test_an_agent_token_may_not_speak_as_the_user(
     sessions: SessionService, clock: FakeClock
 ) -> None:
     """A ``user`` message renews the idle clock and is read as the subject's own words:
-    a token with an agent role appends only assistant and tool messages (API.md: an agent
+    a token with an agent role appends only assistant and tool messages (docs/api.md: an agent
     token may not claim what the user confirmed); the subject's own token, or the
     tenant's service relaying the user, appends user messages."""
     first, _ = sessions.append(ctx(), "u-1", "s-1", say("hello", "r-1"))

@@ -1,6 +1,6 @@
 """Hand-written mutants of the invariants, each with the tests that must kill it.
 
-Each mutant is one production-code change that breaks one rule of DESIGN.md while
+Each mutant is one production-code change that breaks one rule of docs/architecture.md while
 leaving the code importable: the original snippet (which must occur exactly once in its
 file), what replaces it, and the pytest node ids that must fail once it is applied.
 ``scripts/mutants.py`` (``make mutants``) applies each to a copy of the repository, runs

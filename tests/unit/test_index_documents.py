@@ -36,7 +36,7 @@ def item(**over: Any) -> dict[str, Any]:
     return base | over
 
 
-#: The documented rule (README, Recall, 1. Indexing): external version = memory version
+#: The documented rule (docs/recall.md, indexing): external version = memory version
 #: * 8 + life stage, the stages numbered in their order of life. Written out here so that
 #: the expectations below do not come from the code they check.
 STAGE_NUMBER = {

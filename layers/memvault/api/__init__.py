@@ -1,1 +1,1 @@
-"""The HTTP API (API.md) on Powertools' REST resolver: routes, identity, error mapping."""
+"""The HTTP API (docs/api.md) on Powertools' REST resolver: routes, identity, error mapping."""

@@ -1,4 +1,4 @@
-"""The one place where failures become HTTP answers (API.md, Errors)."""
+"""The one place where failures become HTTP answers (docs/api.md, Errors)."""
 
 from __future__ import annotations
 

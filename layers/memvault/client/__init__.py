@@ -1,4 +1,4 @@
-"""The memvault Python SDK: the HTTP API (API.md) with the API's own models.
+"""The memvault Python SDK: the HTTP API (docs/api.md) with the API's own models.
 
 .. code-block:: python
 

@@ -1,4 +1,4 @@
-"""``AsyncMemvaultClient``: the API (API.md) from asyncio; the same methods as
+"""``AsyncMemvaultClient``: the API (docs/api.md) from asyncio; the same methods as
 ``MemvaultClient``, awaited, with an async iterator over paged lists."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The SDK's exceptions: one class per error code of the API contract (API.md, Errors).
+"""The SDK's exceptions: one class per error code of the API contract (docs/api.md, Errors).
 
 Every class is a :class:`MemvaultError` carrying ``code``, ``message``, ``details`` and
 ``status``. The codes and statuses are the server's own (``memvault.errors``), and the

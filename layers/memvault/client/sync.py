@@ -1,4 +1,4 @@
-"""``MemvaultClient``: the API (API.md) from synchronous Python."""
+"""``MemvaultClient``: the API (docs/api.md) from synchronous Python."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Long-term memory: commands a caller sends and the records the service returns.
 
-Bounds follow the API contract (API.md, "Long-term memory").
+Bounds follow the API contract (docs/api.md, "Long-term memory").
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """What the index holds: one document per version chain, versioned from the table's truth.
 
-The index is a derived copy (DESIGN.md invariant 7). Each chain (one fact's versions)
+The index is a derived copy (docs/architecture.md, invariant 7). Each chain (one fact's versions)
 has at most one document, whose id is the chain id. Its OpenSearch *external version*
 is computed from the memory version and where that version stands in its life::
 

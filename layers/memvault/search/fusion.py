@@ -37,7 +37,7 @@ class RecallTuning:
 #: Floor and margin of MiniLM were chosen on the shared evaluation set; its fusion weight
 #: and e5's on LoCoMo's dev conversations, e5's floor and margin on the shared set (its
 #: best cosines for queries that should find nothing, 0.78-0.82, overlap those of queries
-#: that should: a floor sorts out only some of them; see the README).
+#: that should: a floor sorts out only some of them; see docs/recall.md).
 TUNINGS: dict[str, RecallTuning] = {
     "sentence-transformers/all-MiniLM-L6-v2": RecallTuning(0.5, 0.35, 0.6),
     "intfloat/e5-small-v2": RecallTuning(0.55, 0.81, 0.10),
