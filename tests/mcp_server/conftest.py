@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import secrets
 import socket
 import subprocess
 import sys
@@ -22,6 +23,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import Any, TypeVar
 
+import httpx2
 import mcp_types as types
 import pytest
 from mcp import ClientSession, StdioServerParameters, stdio_client
@@ -117,10 +119,16 @@ def stdio_connection(env: dict[str, str], *args: str) -> McpConnection:
 
 
 class HttpServer:
-    """``python -m memvault.mcp --transport http`` on a free port, as a subprocess."""
+    """``python -m memvault.mcp --transport http`` on a free port, as a subprocess. Its
+    bearer secret is ``MEMVAULT_MCP_AUTH_TOKEN``, a random one unless ``configure_secret``
+    is false (then the server makes one; the test sets :attr:`secret` from where it is)."""
 
-    def __init__(self, env: dict[str, str], *args: str) -> None:
+    def __init__(self, env: dict[str, str], *args: str, configure_secret: bool = True) -> None:
         self.port = free_port()
+        self.secret: str | None = None
+        if configure_secret:
+            self.secret = secrets.token_urlsafe(24)
+            env = {**env, "MEMVAULT_MCP_AUTH_TOKEN": self.secret}
         self.process = subprocess.Popen(
             [
                 sys.executable,
@@ -146,9 +154,16 @@ class HttpServer:
             time.sleep(0.1)
 
     def connection(self) -> McpConnection:
+        """The MCP SDK's client, sending the server's secret as an MCP host is told to."""
+        assert self.secret is not None
+        headers = {"Authorization": f"Bearer {self.secret}"}
+
         @asynccontextmanager
         async def connect() -> AsyncIterator[Any]:
-            async with streamable_http_client(self.url) as streams:
+            async with (
+                httpx2.AsyncClient(headers=headers, timeout=httpx2.Timeout(30, read=300)) as client,
+                streamable_http_client(self.url, http_client=client) as streams,
+            ):
                 yield streams
 
         return McpConnection(connect)

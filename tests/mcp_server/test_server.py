@@ -1,14 +1,19 @@
 """``memvault mcp`` as a process: where its token and subject come from, what a missing or
 refused token and an unreachable endpoint do (one line, exit 2, no traceback), where the
-HTTP transport listens, and that ``import memvault`` never needs the MCP SDK."""
+HTTP transport listens and the bearer secret it requires, and that ``import memvault``
+never needs the MCP SDK."""
 
 from __future__ import annotations
 
+import stat
 import subprocess
 import sys
 import uuid
 from pathlib import Path
+from typing import Any
 
+import httpx
+import mcp_types as types
 import pytest
 
 from memvault_local.devkeys import DevKey
@@ -154,6 +159,100 @@ def test_the_http_transport_binds_another_host_when_told(stack: RunningStack) ->
     finally:
         server.stop()
     assert "warning: serving on 0.0.0.0" in server.stderr()
+
+
+def initialize(url: str, **headers: str) -> httpx.Response:
+    """An MCP ``initialize`` request as any local process could send it."""
+    body: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": types.LATEST_PROTOCOL_VERSION,
+            "capabilities": {},
+            "clientInfo": {"name": "probe", "version": "0"},
+        },
+    }
+    headers = {"Accept": "application/json, text/event-stream", **headers}
+    return httpx.post(url, json=body, headers=headers, timeout=30)
+
+
+def refused(answer: httpx.Response, *, invalid_token: bool) -> None:
+    """401 with a JSON-RPC error that says what to send, and a Bearer challenge."""
+    assert answer.status_code == 401, answer.text
+    challenge = answer.headers["www-authenticate"]
+    assert challenge.startswith("Bearer ")
+    assert ('error="invalid_token"' in challenge) is invalid_token
+    body = answer.json()
+    assert body["jsonrpc"] == "2.0" and body["id"] is None
+    assert body["error"]["code"] == types.INVALID_REQUEST
+    assert body["error"]["data"] == {"code": "unauthorized"}
+    assert "Authorization: Bearer <secret>" in body["error"]["message"]
+    assert "mcp-session-id" not in answer.headers
+
+
+def test_the_http_transport_refuses_a_request_without_its_secret(stack: RunningStack) -> None:
+    server = HttpServer(server_env(stack, MEMVAULT_TOKEN=mint(stack, "u-http")))
+    assert server.secret is not None
+    try:
+        refused(initialize(server.url), invalid_token=False)
+        wrong = server.secret[:-1] + ("A" if server.secret[-1] != "A" else "B")
+        refused(initialize(server.url, Authorization=f"Bearer {wrong}"), invalid_token=True)
+        refused(initialize(server.url, Authorization="Bearer"), invalid_token=True)
+        refused(initialize(server.url, Authorization=f"Basic {server.secret}"), invalid_token=True)
+        refused(httpx.get(server.url, timeout=30), invalid_token=False)
+        refused(httpx.delete(server.url, timeout=30), invalid_token=False)
+
+        good = f"Bearer {server.secret}"
+        assert initialize(server.url, Authorization=good).status_code == 200
+        assert initialize(server.url, Authorization=f"bearer  {server.secret}").status_code == 200
+        # With the secret, the DNS-rebinding checks still hold.
+        foreign = initialize(server.url, Authorization=good, Host="evil.example:80")
+        assert foreign.status_code == 421
+        origin = initialize(server.url, Authorization=good, Origin="http://evil.example")
+        assert origin.status_code == 403
+        conn = server.connection()
+        try:
+            assert not conn.call("recall", {"query": "anything"}).is_error
+        finally:
+            conn.close()
+    finally:
+        server.stop()
+    assert server.secret not in server.stderr()  # configured: named, never printed
+
+
+def test_a_secret_made_at_start_goes_to_a_private_file(stack: RunningStack, tmp_path: Path) -> None:
+    env = server_env(stack, MEMVAULT_TOKEN=mint(stack, "u-http"), MEMVAULT_HOME=str(tmp_path))
+    server = HttpServer(env, configure_secret=False)  # stderr is a pipe, not a terminal
+    secret_file = tmp_path / f"mcp-auth-token-{server.port}"
+    try:
+        assert stat.S_IMODE(secret_file.stat().st_mode) == 0o600
+        server.secret = secret_file.read_text(encoding="utf-8").strip()
+        assert len(server.secret) >= 32
+        refused(initialize(server.url), invalid_token=False)
+        conn = server.connection()
+        try:
+            assert "recall" in conn.tools()
+        finally:
+            conn.close()
+    finally:
+        server.stop()
+    said = server.stderr()
+    assert f"Authorization: Bearer <the secret in {secret_file}>" in said
+    assert server.secret not in said
+    assert not secret_file.exists()  # gone with the server
+
+
+def test_a_bad_http_secret_is_a_clean_exit(stack: RunningStack, tmp_path: Path) -> None:
+    env = server_env(stack, MEMVAULT_TOKEN=mint(stack, "u-http"), MEMVAULT_MCP_AUTH_TOKEN="short")
+    done = start_and_fail(env, "--transport", "http", "--port", str(free_port()))
+    clean_refusal(done, "MEMVAULT_MCP_AUTH_TOKEN: the HTTP transport's secret must be")
+    missing = tmp_path / "no-such-file"
+    done = start_and_fail(
+        server_env(stack, MEMVAULT_TOKEN=mint(stack, "u-http")),
+        *("--transport", "http", "--auth-token-file", str(missing)),
+    )
+    clean_refusal(done, f"auth token file {missing}: unreadable")
 
 
 def test_memvault_never_needs_the_mcp_sdk(stack: RunningStack) -> None:

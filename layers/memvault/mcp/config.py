@@ -5,12 +5,17 @@ The token is configured once for the server and never reaches a tool's arguments
 ``--token-file`` (or ``MEMVAULT_TOKEN_FILE``), else ``MEMVAULT_TOKEN``. A token file is
 read again for every request, so a token refreshed in place is picked up. There is no
 ``--token`` option: a command line is visible to every user of the machine.
+
+The HTTP transport has a credential of its own, the secret every client sends as
+``Authorization: Bearer``: ``--auth-token-file`` (or ``MEMVAULT_MCP_AUTH_TOKEN_FILE``), else
+``MEMVAULT_MCP_AUTH_TOKEN``, else one the server makes at start (``memvault.mcp.server``).
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +25,9 @@ DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8788
 LOOPBACK = frozenset({"127.0.0.1", "localhost", "::1"})
+#: The HTTP transport's secret: printable ASCII without spaces (it rides in a header), and
+#: long enough not to be guessed.
+_AUTH_SECRET = re.compile(r"[\x21-\x7e]{16,}")
 
 
 class ConfigError(Exception):
@@ -39,6 +47,15 @@ class Settings:
     transport: str = "stdio"
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
+    #: The HTTP transport's bearer secret as configured; ``None``: made at start. Never printed
+    #: when configured.
+    auth_token: str | None = field(default=None, repr=False)
+
+
+def data_home() -> Path:
+    """The memvault data folder (``MEMVAULT_HOME``, default ``~/.memvault``), as the local
+    stack's ``memvault_local.devkeys.data_home``."""
+    return Path(os.environ.get("MEMVAULT_HOME") or Path.home() / ".memvault")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -60,6 +77,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=int(env.get("MEMVAULT_MCP_PORT", DEFAULT_PORT)),
         help=f"HTTP transport: the port (default $MEMVAULT_MCP_PORT or {DEFAULT_PORT})",
+    )
+    parser.add_argument(
+        "--auth-token-file",
+        default=env.get("MEMVAULT_MCP_AUTH_TOKEN_FILE"),
+        help="HTTP transport: a file holding the secret every client must send as "
+        "'Authorization: Bearer <secret>' (default $MEMVAULT_MCP_AUTH_TOKEN_FILE; else "
+        "$MEMVAULT_MCP_AUTH_TOKEN; else a random one, printed at start to a terminal or "
+        "written to a private file under $MEMVAULT_HOME)",
     )
     parser.add_argument(
         "--endpoint",
@@ -115,6 +140,7 @@ def load_settings(
     transport: str = "stdio",
     host: str = DEFAULT_HOST,
     port: int = DEFAULT_PORT,
+    auth_token_file: str | None = None,
     environ: Mapping[str, str] | None = None,
 ) -> Settings:
     env = os.environ if environ is None else environ
@@ -149,7 +175,32 @@ def load_settings(
         transport=transport,
         host=host,
         port=port,
+        auth_token=_auth_token(auth_token_file, env) if transport == "http" else None,
     )
+
+
+def _auth_token(path_name: str | None, env: Mapping[str, str]) -> str | None:
+    """The HTTP transport's secret from ``--auth-token-file`` or ``MEMVAULT_MCP_AUTH_TOKEN``;
+    ``None`` when neither is set (the server makes one)."""
+    if path_name:
+        path = Path(path_name).expanduser()
+        try:
+            secret = path.read_text(encoding="utf-8").strip()
+        except OSError as err:
+            raise ConfigError(f"auth token file {path}: unreadable ({err.strerror})") from None
+        where = f"auth token file {path}"
+    else:
+        secret = env.get("MEMVAULT_MCP_AUTH_TOKEN", "").strip()
+        if not secret:
+            return None
+        where = "MEMVAULT_MCP_AUTH_TOKEN"
+    if not _AUTH_SECRET.fullmatch(secret):
+        raise ConfigError(
+            f"{where}: the HTTP transport's secret must be at least 16 printable ASCII "
+            "characters without spaces (e.g. python -c 'import secrets; "
+            "print(secrets.token_urlsafe(32))')"
+        )
+    return secret
 
 
 def settings_from_args(args: argparse.Namespace) -> Settings:
@@ -160,4 +211,5 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
         transport=args.transport,
         host=args.host,
         port=args.port,
+        auth_token_file=args.auth_token_file,
     )

@@ -9,13 +9,22 @@ memory content or the token.
 
 Transports: stdio (the default) and streamable HTTP at ``/mcp`` (uvicorn), bound to
 127.0.0.1 unless ``--host`` says otherwise (with DNS-rebinding protection on loopback).
+Whoever reaches the HTTP transport would act with the server's token, so every HTTP request
+must carry ``Authorization: Bearer <secret>`` (:class:`RequireSecret`): the configured
+secret, or a random one made at start, printed only to a terminal, else written to a file
+under the memvault home that only its owner may read.
 """
 
 from __future__ import annotations
 
+import hmac
 import json
 import logging
+import os
+import secrets
+import signal
 import sys
+from pathlib import Path
 from typing import Any
 
 import anyio
@@ -23,10 +32,14 @@ import mcp_types as types
 from mcp.server.context import ServerRequestContext
 from mcp.server.lowlevel import Server
 from mcp.server.stdio import stdio_server
+from starlette.datastructures import Headers
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp, Receive, Scope, Send
+from starlette.websockets import WebSocketClose
 
 from memvault import __version__
 from memvault.client import AsyncMemvaultClient, ConnectionFailed, MemvaultError, Unauthorized
-from memvault.mcp.config import LOOPBACK, ConfigError, Settings
+from memvault.mcp.config import LOOPBACK, ConfigError, Settings, data_home
 from memvault.mcp.tools import BY_NAME, TOOLS, input_schema, output_schema, split_arguments
 from memvault.services.context import as_data
 
@@ -151,20 +164,108 @@ async def check(client: AsyncMemvaultClient, settings: Settings) -> None:
         pass  # not_found (the token is good), forbidden (a narrower scope): fine
 
 
-async def _serve_http(server: Server[Any], host: str, port: int) -> None:
+class RequireSecret:
+    """ASGI middleware of the HTTP transport: a request without ``Authorization: Bearer
+    <secret>`` (compared in constant time) is answered 401, with a JSON-RPC error and a
+    ``WWW-Authenticate`` header, before the MCP app (and its Host/Origin checks) sees it."""
+
+    def __init__(self, app: ASGIApp, secret: str) -> None:
+        self.app = app
+        self._secret = secret.encode("ascii")
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "lifespan":
+            await self.app(scope, receive, send)
+            return
+        presented = Headers(scope=scope).get("authorization")
+        scheme, _, value = (presented or "").partition(" ")
+        if scheme.lower() == "bearer" and hmac.compare_digest(
+            value.strip().encode("latin-1"), self._secret
+        ):
+            await self.app(scope, receive, send)
+            return
+        if scope["type"] != "http":
+            await WebSocketClose(code=1008)(scope, receive, send)
+            return
+        await _unauthorized(wrong=presented is not None)(scope, receive, send)
+
+
+def _unauthorized(*, wrong: bool) -> JSONResponse:
+    if wrong:
+        message = (
+            "the Authorization header does not carry this MCP server's secret: send "
+            "'Authorization: Bearer <secret>' with the secret memvault mcp printed or named "
+            "at start"
+        )
+        challenge = 'Bearer realm="memvault mcp", error="invalid_token"'
+    else:
+        message = (
+            "this MCP server needs a credential: send 'Authorization: Bearer <secret>' with "
+            "the secret memvault mcp printed or named at start"
+        )
+        challenge = 'Bearer realm="memvault mcp"'
+    error = types.JSONRPCError(
+        jsonrpc="2.0",
+        id=None,
+        error=types.ErrorData(
+            code=types.INVALID_REQUEST, message=message, data={"code": "unauthorized"}
+        ),
+    )
+    return JSONResponse(
+        error.model_dump(mode="json", by_alias=True, exclude_unset=True),
+        status_code=401,
+        headers={"WWW-Authenticate": challenge},
+    )
+
+
+def _show_credentials() -> bool:
+    """Whether the secret may be printed: stderr is a terminal, or
+    ``MEMVAULT_SHOW_CREDENTIALS=1`` asks for it (as ``memvault run`` does)."""
+    return os.environ.get("MEMVAULT_SHOW_CREDENTIALS") == "1" or sys.stderr.isatty()
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Write ``text`` readable by its owner only (created so, never widened after)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    path.unlink(missing_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text + "\n")
+
+
+async def _serve_http(server: Server[Any], settings: Settings) -> None:
     import uvicorn
 
-    app = server.streamable_http_app(streamable_http_path="/mcp", host=host)
+    host, port = settings.host, settings.port
+    secret = settings.auth_token or secrets.token_urlsafe(32)
+    app = RequireSecret(server.streamable_http_app(streamable_http_path="/mcp", host=host), secret)
     config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     if host not in LOOPBACK:
         print(
-            f"memvault mcp: warning: serving on {host}: whoever reaches it acts with this "
-            "server's token",
+            f"memvault mcp: warning: serving on {host} over plain HTTP: whoever reaches it "
+            "with the secret acts with this server's token, and the secret is sent unencrypted",
             file=sys.stderr,
         )
     shown = f"[{host}]" if ":" in host else host
     print(f"memvault mcp: streamable HTTP on http://{shown}:{port}/mcp", file=sys.stderr)
-    await uvicorn.Server(config).serve()
+    secret_file: Path | None = None
+    if settings.auth_token is not None:
+        where = "the configured secret (--auth-token-file or MEMVAULT_MCP_AUTH_TOKEN)"
+    elif _show_credentials():
+        where = secret
+    else:
+        secret_file = data_home() / f"mcp-auth-token-{port}"
+        _write_private(secret_file, secret)
+        # uvicorn stops gracefully on SIGTERM, then raises it again: make that an interrupt,
+        # as Ctrl-C is, so the file goes below rather than the process dying with it kept.
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
+        where = f"<the secret in {secret_file}>"
+    print(f"memvault mcp: clients send 'Authorization: Bearer {where}'", file=sys.stderr)
+    try:
+        await uvicorn.Server(config).serve()
+    finally:
+        if secret_file is not None:
+            secret_file.unlink(missing_ok=True)
 
 
 async def serve(settings: Settings) -> None:
@@ -172,7 +273,7 @@ async def serve(settings: Settings) -> None:
         await check(client, settings)
         server = build_server(client, settings)
         if settings.transport == "http":
-            await _serve_http(server, settings.host, settings.port)
+            await _serve_http(server, settings)
             return
         async with stdio_server() as (read, write):
             await server.run(read, write, server.create_initialization_options())
