@@ -6,7 +6,7 @@ UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
 STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
-.PHONY: help install run test unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop browser layer-lock layer layer-sizes rehearsal rehearsal-arm64
+.PHONY: help install run test test-ts unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop browser layer-lock layer layer-sizes rehearsal rehearsal-arm64
 
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
@@ -93,7 +93,10 @@ bench: $(STAMP) ## benchmarks (memvault beside Mem0 on OpenSearch, 100k memories
 	$(UV) -e ".[bench]"
 	$(BIN)/python bench/run.py $(SECTIONS)
 
-test: lint typecheck unit ## everything CI runs: lint, types, the whole test suite
+test: lint typecheck unit test-ts ## everything CI runs: lint, types, the whole test suite, the TypeScript client's
+
+test-ts: $(STAMP) ## the TypeScript client (clients/typescript): build, types, its tests against a real `memvault run`
+	cd clients/typescript && npm ci --silent --no-audit --no-fund && npm test
 
 mutants: $(STAMP) ## each hand-written mutant (tests/mutation/mutants.py) must fail its tests; build/mutation.json; ONLY= to pick
 	$(BIN)/python scripts/mutants.py $(if $(ONLY),--only $(ONLY))
