@@ -578,7 +578,9 @@ class Lab:
         if name == "memory":
             return Victim(o, self.memory(o))
         if name == "subject":  # forgetting needs a subject of its own
-            o = replace(OWNER, subject=f"fg-{self.n()}")
+            # ... and, for an agent, the top ceiling: a forget erases sessions, runs and
+            # artifacts of every sensitivity.
+            o = replace(OWNER, subject=f"fg-{self.n()}", ceiling="pii")
             return Victim(o, self.memory(o))
         if name == "session":
             return Victim(o, {"subject_id": o.subject} | self.session(o))

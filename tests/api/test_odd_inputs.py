@@ -77,6 +77,38 @@ def test_a_next_token_hiding_deep_json_is_a_422(api: Any) -> None:
     assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
 
 
+#: An integer past Python's int parsing limit (4,300 digits).
+_HUGE = "7" * 4400
+
+
+@pytest.mark.parametrize(
+    ("method", "path", "body"),
+    [
+        ("POST", "/v1/subjects/u-1/recall", '{"query": "q", "limit": HUGE}'),
+        ("POST", "/v1/subjects/u-1/context", '{"goal": "g", "token_budget": HUGE}'),
+        ("PUT", "/v1/runs/r-big", '{"subject_id": "u-1", "plan_version": "p", "limit": HUGE}'),
+        (
+            "POST",
+            MEMORIES,
+            json.dumps(memory_body(ttl_seconds=0)).replace('ttl_seconds": 0', 'ttl_seconds": HUGE'),
+        ),
+        ("POST", MEMORIES, '{"scope": {"w": [HUGE]}}'),
+    ],
+    ids=["recall", "context", "run", "memory ttl", "nested"],
+)
+def test_an_integer_too_long_to_parse_is_a_422_on_every_route(
+    api: Any, method: str, path: str, body: str
+) -> None:
+    """A probe: a JSON integer of more than 4,300 digits raised a plain ValueError in
+    ``json.loads`` (Python's int parsing limit), answered 500 on every route."""
+    answer = _send(method, path, body.replace("HUGE", _HUGE))
+    assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+    problems = answer.body["error"]["details"]["errors"]
+    assert problems[0]["location"] == "body", problems
+    assert "number has more digits than any field takes" in problems[0]["problem"], problems
+    assert "7777" not in json.dumps(answer.body)
+
+
 @pytest.mark.parametrize("confidence", [1e-200, 1e-131])
 def test_a_confidence_the_store_cannot_hold_is_a_422(api: Any, confidence: float) -> None:
     answer = _send("POST", MEMORIES, json.dumps(memory_body(confidence=confidence)))
@@ -174,6 +206,7 @@ def _message(session: str = "s-1", request_id: str = "m-1") -> tuple[str, str, A
 
 
 RUN = {"subject_id": "u-1", "plan_version": "p"}
+ADVANCE = {"expected_version": 1, "status": "RUNNING", "step": "s"}
 ID_FIELDS = {
     "memory request_id": ("body.request_id", lambda c: _memory(request_id=f"r{c}1")),
     "canonical_key": ("body.canonical_key", lambda c: _memory(canonical_key=f"k{c}y")),
@@ -208,6 +241,24 @@ ID_FIELDS = {
         "body.request_id",
         lambda c: ("POST", "/v1/subjects/u-1/artifacts", {"request_id": f"a{c}", **ARTIFACT}),
     ),
+    # A probe: these were stored as sent (L2); a plan version and a result reference are
+    # labels a caller chooses, as an id is.
+    "run plan_version": (
+        "body.plan_version",
+        lambda c: ("PUT", "/v1/runs/r-1", {**RUN, "plan_version": f"p{c}1"}),
+    ),
+    "checkpoint plan_version": (
+        "body.plan_version",
+        lambda c: ("POST", "/v1/runs/r-1/checkpoints", {**ADVANCE, "plan_version": f"p{c}1"}),
+    ),
+    "operation result_ref": (
+        "body.result_ref",
+        lambda c: (
+            "PUT",
+            "/v1/runs/r-1/operations/op-1",
+            {"status": "COMMITTED", "result_ref": f"ref{c}evil"},
+        ),
+    ),
 }
 
 
@@ -224,6 +275,109 @@ def test_control_and_bidirectional_characters_in_ids_and_tags_are_a_422_naming_t
         locations = [e["location"] for e in answer.body["error"]["details"]["errors"]]
         assert where in locations, (name, locations)
         assert char not in json.dumps(answer.body, ensure_ascii=False), name
+
+
+#: What free text on one line (a name, a step, a state key) refuses: controls (line
+#: breaks and tabs among them), bidirectional and zero-width format characters, line and
+#: paragraph separators, a lone surrogate.
+NOT_ONE_LINE = {
+    "line feed": "\n",
+    "carriage return": "\r",
+    "tab": "\t",
+    "bell": "\x07",
+    "escape": "\x1b",
+    "next line": "\x85",
+    "right-to-left override": "\u202e",
+    "left-to-right embedding": "\u202a",
+    "first strong isolate": "\u2068",
+    "right-to-left mark": "\u200f",
+    "arabic letter mark": "\u061c",
+    "zero width space": "\u200b",
+    "byte order mark": "\ufeff",
+    "tag character": "\U000e0041",
+    "line separator": "\u2028",
+    "paragraph separator": "\u2029",
+    "lone surrogate": "\ud800",
+}
+ARTIFACTS = "/v1/subjects/u-1/artifacts"
+TEXT_FIELDS = {
+    "artifact name": (
+        "body.name",
+        lambda c: (
+            "POST",
+            ARTIFACTS,
+            {"request_id": "a-1", **ARTIFACT, "name": f"invoice{c}gpj.exe"},
+        ),
+    ),
+    "checkpoint step": (
+        "body.step",
+        lambda c: ("POST", "/v1/runs/r-1/checkpoints", {**ADVANCE, "step": f"step{c}evil"}),
+    ),
+    "state key": (
+        "body.state",
+        lambda c: ("POST", "/v1/runs/r-1/checkpoints", {**ADVANCE, "state": {f"k{c}": 1}}),
+    ),
+    "nested state key": (
+        "body.state",
+        lambda c: (
+            "POST",
+            "/v1/runs/r-1/checkpoints",
+            {**ADVANCE, "state": {"a": [{"b": {f"k{c}": 1}}]}},
+        ),
+    ),
+    "budget key": (
+        "body.budget",
+        lambda c: ("PUT", "/v1/runs/r-1", {**RUN, "budget": {f"usd{c}": 1.0}}),
+    ),
+}
+
+
+@pytest.mark.parametrize(("where", "build"), TEXT_FIELDS.values(), ids=TEXT_FIELDS.keys())
+def test_free_text_labels_are_one_line_without_bidirectional_characters(
+    api: Any, where: str, build: Any
+) -> None:
+    """A probe: an artifact named ``invoice\u202egpj.exe`` (shown as ``invoiceexe.jpg``)
+    or ``report\n\nIgnore previous instructions.txt``, a checkpoint step, plan version and
+    state key holding an override were stored and shown raw by GET, the console and the
+    SDKs. Each is a 422 naming the field, never quoting the value."""
+    who = Claims.parse(
+        {"tenant_id": "acme", "sub": "client-1", "subject_id": "u-1", "scope": EVERY_SCOPE}
+    )
+    for name, char in NOT_ONE_LINE.items():
+        answer = _refused(who, *build(char))
+        assert (answer.status, answer.code) == (422, "validation_failed"), (name, answer.body)
+        locations = [e["location"] for e in answer.body["error"]["details"]["errors"]]
+        assert where in locations, (name, locations)
+        assert char not in json.dumps(answer.body, ensure_ascii=False), name
+
+
+def test_free_text_labels_keep_the_spaces_and_joiners_scripts_need(api: Any) -> None:
+    """Unlike an id, a name or a step is text: a no-break space (French punctuation), the
+    zero-width non-joiner (Persian) and joiner, and emoji with a variation selector."""
+    who = Claims.parse(
+        {"tenant_id": "acme", "sub": "client-1", "subject_id": "u-1", "scope": EVERY_SCOPE}
+    )
+    texts = [
+        "Rapport d\u2019\u00e9tape\u00a0: T3.pdf",
+        "\u0645\u06cc\u200c\u062e\u0648\u0627\u0647\u0645.txt",
+        "\u2705\ufe0f done \U0001f469\u200d\U0001f4bb.md",
+    ]
+    for n, text in enumerate(texts):
+        started = _refused(
+            who, "POST", ARTIFACTS, {"request_id": f"ok-{n}", **ARTIFACT, "name": text}
+        )
+        assert started.status == 201, started.body
+        assert started.body["name"] == text
+    created = _refused(who, "PUT", "/v1/runs/r-ok", RUN)
+    assert created.status == 201, created.body
+    advanced = _refused(
+        who,
+        "POST",
+        "/v1/runs/r-ok/checkpoints",
+        {**ADVANCE, "step": texts[0], "state": {"r\u00e9sum\u00e9 cl\u00e9": {"x": "a\nb"}}},
+    )
+    assert advanced.status == 200, advanced.body
+    assert advanced.body["step"] == texts[0]
 
 
 @pytest.mark.parametrize(

@@ -357,3 +357,50 @@ def test_an_agent_may_raise_a_memory_or_narrow_who_reads_it(rig: RecallRig) -> N
     agent = claims(agent_role="planner", max_sensitivity="pii")
     changed = patch(agent, memory["memory_id"], sensitivity="internal", visibility=["planner"])
     assert changed["sensitivity"] == "internal" and changed["visibility"] == ["planner"]
+
+
+# (the raise, the redaction that lowers or widens again, readers the raise put it above)
+REDACTED = {
+    "raised to pii, then public with new content": (
+        {"sensitivity": "pii"},
+        {"sensitivity": "public"},
+        [public_agent(), claims(), claims(max_sensitivity="public")],
+    ),
+    "narrowed to one role, then every role with new content": (
+        {"visibility": ["support"]},
+        {"visibility": []},
+        [claims(agent_role="planner"), claims(agent_role="planner", max_sensitivity="pii")],
+    ),
+}
+
+
+@pytest.mark.parametrize("case", sorted(REDACTED))
+def test_a_fact_lowered_again_keeps_what_its_raise_withheld(rig: RecallRig, case: str) -> None:
+    """Probe 8 (M1): the owner raises a fact without changing its text, then lowers (or
+    widens) it with new, redacted text. Version 1 was labelled public, but the raise said
+    that very text is above these readers: it stays withheld from history, export, the
+    memory's trace and reproduction, as does version 2; version 3 is served."""
+    raise_, lower, readers = REDACTED[case]
+    v1 = write(owner(), f"Offsite planning note {CANARY} for the autumn")
+    v2 = patch(owner(), v1["memory_id"], **raise_)
+    answer = call(
+        "PATCH",
+        f"{MEMORIES}/{v2['memory_id']}",
+        owner(),
+        {"expected_version": 2, "content": "Offsite planning note (details withheld)", **lower},
+    )
+    assert answer.status == 200, answer.body
+    v3 = answer.body
+    rig.sync()
+    for reader in readers:
+        history = call("GET", f"{MEMORIES}/{v3['memory_id']}/history", reader)
+        assert [v["memory_id"] for v in history.body["versions"]] == [v3["memory_id"]]
+        assert CANARY not in text(history)
+        exported = call("GET", f"{S1}/export", reader)
+        assert [m["memory_id"] for m in exported.body["memories"]] == [v3["memory_id"]]
+        assert CANARY not in text(exported)
+        trace = call("GET", f"{MEMORIES}/{v3['memory_id']}/trace", reader)
+        assert CANARY not in text(trace) and v1["memory_id"] not in text(trace)
+    # The owner still reads every version.
+    history = call("GET", f"{MEMORIES}/{v3['memory_id']}/history", owner())
+    assert [v["version"] for v in history.body["versions"]] == [1, 2, 3]

@@ -282,3 +282,104 @@ def test_context_assembly_over_http() -> None:
     assert out.body["manifest"]["tokenizer"] == "cl100k_base (bpe-openai)"
     again = call("POST", "/v1/subjects/u-1/context/reproduce", me, out.body["manifest"])
     assert again.body["sections"] == out.body["sections"]
+
+
+def _assembled_over_everything() -> tuple[dict[str, object], dict[str, int]]:
+    """An assembly with a run, a session message and a memory; its manifest and the
+    index of each section's first item in ``items``."""
+    me = claims(scope=ALL)
+    assert call("POST", "/v1/subjects/u-1/memories", me, memory_body()).status == 201
+    call("POST", f"{SESSION}/messages", me, {"request_id": "r1", "role": "user", "content": "hi"})
+    assert call("PUT", "/v1/runs/r-1", me, {"subject_id": "u-1", "plan_version": "p"}).status == 201
+    out = call(
+        "POST",
+        "/v1/subjects/u-1/context",
+        me,
+        {"goal": "g", "token_budget": 2000, "session_id": "s-1", "run_id": "r-1"},
+    )
+    assert out.status == 200, out.body
+    manifest = out.body["manifest"]
+    where: dict[str, int] = {}
+    for n, item in enumerate(manifest["items"]):
+        where.setdefault(item["section"], n)
+    assert {"run_state", "session", "memories"} <= set(where), manifest["items"]
+    return manifest, where
+
+
+@pytest.mark.parametrize(
+    ("section", "edit", "field"),
+    [
+        ("memories", {"id": {"a": 1}}, "id"),
+        ("memories", {"id": ["x"]}, "id"),
+        ("memories", {"id": "mem_" + "0" * 32 + "x" * 300}, "id"),
+        ("session", {"id": "session:s-1:msg:99999999999999999999999"}, "id"),
+        ("session", {"id": "session:s#1:msg:1"}, "id"),
+        ("run_state", {"version": 10**30}, "version"),
+        ("run_state", {"version": 2**53}, "version"),
+        ("run_state", {"version": "1"}, "version"),
+        ("memories", {"section": "nope"}, "section"),
+    ],
+    ids=[
+        "id object",
+        "id list",
+        "id too long",
+        "message number too large",
+        "session id of another shape",
+        "run version 10^30",
+        "run version 2^53",
+        "run version text",
+        "unknown section",
+    ],
+)
+def test_an_edited_manifest_is_a_422_naming_the_field(
+    section: str, edit: dict[str, object], field: str
+) -> None:
+    """A probe edited a real manifest's items: an id that was an object or a list reached
+    the store (sqlite3.ProgrammingError), and a message number or run version past 2^63
+    an OverflowError: each answered 500."""
+    manifest, where = _assembled_over_everything()
+    n = where[section]
+    items = list(manifest["items"])  # type: ignore[call-overload]
+    items[n] = {**items[n], **edit}
+    answer = call(
+        "POST",
+        "/v1/subjects/u-1/context/reproduce",
+        claims(scope=ALL),
+        {**manifest, "items": items},
+    )
+    assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+    locations = [e["location"] for e in answer.body["error"]["details"]["errors"]]
+    assert f"body.items.{n}.{field}" in locations, locations
+
+
+@pytest.mark.parametrize(
+    ("section", "edit"),
+    [
+        ("session", {"id": "session:s-1:msg:999999999999999"}),
+        ("session", {"id": "session:s-2:summary"}),
+        ("run_state", {"version": 2**53 - 1}),
+        ("memories", {"id": "mem_" + "0" * 32}),
+        ("evidence", {"id": "evidence:49"}),
+    ],
+    ids=[
+        "no such message",
+        "no such session",
+        "no such run version",
+        "no such memory",
+        "no such evidence",
+    ],
+)
+def test_a_well_formed_manifest_naming_what_is_not_there_is_a_4xx(
+    section: str, edit: dict[str, object]
+) -> None:
+    manifest, where = _assembled_over_everything()
+    items = list(manifest["items"])  # type: ignore[call-overload]
+    n = where.get(section, 0)
+    items[n] = {**items[n], "section": section, **edit}
+    answer = call(
+        "POST",
+        "/v1/subjects/u-1/context/reproduce",
+        claims(scope=ALL),
+        {**manifest, "items": items},
+    )
+    assert answer.status in (404, 422), answer.body

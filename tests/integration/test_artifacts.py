@@ -27,6 +27,7 @@ from memvault.errors import (
 )
 from memvault.models.access import Scope
 from memvault.models.artifact import ArtifactState, StartUpload
+from memvault.models.memory import Sensitivity
 from memvault.services.artifacts import ArtifactService
 from memvault.wiring import Services
 from tests.support.harness import FakeClock, ctx
@@ -46,6 +47,12 @@ def artifacts(services: Services) -> ArtifactService:
 
 def me(tenant: str = "acme", subject: str = "u-1") -> Any:
     return ctx(tenant, subject, scopes=EVERYTHING)
+
+
+def top(tenant: str = "acme", subject: str = "u-1") -> Any:
+    """The subject's own token at the top ceiling: it may read whatever references an
+    artifact, so references are named to it."""
+    return ctx(tenant, subject, scopes=EVERYTHING, max_sensitivity=Sensitivity.PII)
 
 
 def start(artifacts: ArtifactService, data: bytes = DATA, **extra: Any) -> Any:
@@ -196,7 +203,47 @@ def test_a_referenced_artifact_is_not_deleted(artifacts: ArtifactService) -> Non
     artifacts.store.add_reference("acme", "u-1", artifact_id, "memory:chn_1")
     with pytest.raises(ArtifactReferenced):
         artifacts.delete(me(), "u-1", artifact_id)
-    assert artifacts.get(me(), "u-1", artifact_id).referenced_by == ["memory:chn_1"]
+    seen = artifacts.get(me(), "u-1", artifact_id)
+    assert (seen.references, seen.referenced_by) == (1, [])  # internal: counted, not named
+    assert artifacts.get(top(), "u-1", artifact_id).referenced_by == ["memory:chn_1"]
+
+
+def test_references_are_named_only_to_a_reader_that_may_read_every_referrer(
+    services: Services,
+) -> None:
+    """Probe 8 (L3): an internal artifact referenced by a pii memory named the memory's
+    chain to an internal-ceiling reader (on GET and in the 409 of a delete): the reader
+    learnt that a hidden memory exists and points at this artifact. References are
+    counted for every reader and named only to a person's token at the top ceiling."""
+    from tests.support.artifacts import committed_artifact
+    from tests.support.harness import a_write
+
+    artifact_id, _ = committed_artifact(services.artifacts, me(), "u-1", DATA)
+    hidden = services.memory.write(
+        top(),
+        "u-1",
+        a_write(
+            request_id="pii-ref",
+            canonical_key="passport",
+            content="Passport scan of Dana, number X1234567",
+            sensitivity="pii",
+            artifact_id=artifact_id,
+        ),
+    ).memory
+    for reader in (
+        me(),
+        ctx(
+            "acme", "u-1", scopes=EVERYTHING, agent_role="planner", max_sensitivity=Sensitivity.PII
+        ),
+    ):
+        got = services.artifacts.get(reader, "u-1", artifact_id)
+        assert (got.references, got.referenced_by) == (1, [])
+        with pytest.raises(ArtifactReferenced) as refused:
+            services.artifacts.delete(reader, "u-1", artifact_id)
+        assert hidden.chain_id not in str(refused.value.to_body())
+        assert refused.value.to_body()["error"]["details"]["references"] == 1
+    named = services.artifacts.get(top(), "u-1", artifact_id)
+    assert named.referenced_by == [f"memory:{hidden.chain_id}"]
 
 
 def test_deleting_removes_every_object_version(artifacts: ArtifactService) -> None:
@@ -297,11 +344,11 @@ def test_a_shared_artifact_lives_until_its_last_reference_is_deleted(
     second = services.memory.write(
         me(), "u-1", a_write(request_id="m2", canonical_key="b", artifact_id=artifact_id)
     ).memory
-    assert len(services.artifacts.get(me(), "u-1", artifact_id).referenced_by) == 2
+    assert services.artifacts.get(me(), "u-1", artifact_id).references == 2
 
     job = services.memory.delete(me(), "u-1", first.memory_id)
     assert {c.name: c.status.value for c in job.copies}["artifacts"] == "DONE"
-    kept = services.artifacts.get(me(), "u-1", artifact_id)
+    kept = services.artifacts.get(top(), "u-1", artifact_id)
     assert kept.referenced_by == [f"memory:{second.chain_id}"]
     assert requests.get(kept.download.url, timeout=10).content == DATA
 

@@ -104,6 +104,23 @@ def test_a_fact_outside_the_callers_visibility_cannot_be_superseded(
     assert again.memory.version == 2 and again.memory.chain_id == hidden.memory.chain_id
 
 
+def test_an_agent_below_the_top_ceiling_forgets_no_subject(service: MemoryService) -> None:
+    """Probe 8 (M6): forgetting erases the subject's sessions, runs and artifacts too, of
+    every sensitivity. An internal-ceiling agent that could read every memory (all
+    internal) forgot a subject whose pii session message, pii artifact and pii run it
+    could neither read nor delete directly. It is refused whatever the subject holds (the
+    refusal must not tell it whether such things exist); the same agent at the pii
+    ceiling, and the subject's own token at any ceiling, may forget."""
+    service.write(ctx("acme", "u-3"), "u-3", a_write(request_id="r-u3", canonical_key="plan-a"))
+    internal_agent = ctx("acme", "u-3", agent_role="planner")
+    with pytest.raises(MemvaultError) as raised:
+        service.forget(internal_agent, "u-3")
+    assert (raised.value.code, raised.value.status) == ("forbidden", 403)
+    assert raised.value.to_body()["error"]["details"]["max_sensitivity"] == "internal"
+    top_agent = ctx("acme", "u-3", agent_role="planner", max_sensitivity=Sensitivity.PII)
+    assert service.forget(top_agent, "u-3").scope.value == "subject"
+
+
 def test_an_agent_forgets_a_subject_only_when_it_may_read_every_memory(
     service: MemoryService,
 ) -> None:

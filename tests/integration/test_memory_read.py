@@ -11,6 +11,7 @@ from memvault.errors import Forbidden, NotFound, ValidationFailed
 from memvault.models.access import Scope
 from memvault.models.memory import Sensitivity
 from memvault.services.memory import MemoryService
+from memvault.storage.ports.memory import request_memory_id
 from tests.support.harness import FakeClock, a_write, ctx
 from tests.support.scan import all_items
 
@@ -124,6 +125,55 @@ def test_list_filters_by_kind_tag_and_key_and_pages_with_a_token(service: Memory
         if token is None:
             break
     assert len(seen) == len(set(seen)) == 7
+
+
+def _pages(service: MemoryService, reader: Any, limit: int) -> list[list[str]]:
+    pages: list[list[str]] = []
+    token = None
+    while True:
+        page = service.list_memories(reader, "u-1", limit=limit, next_token=token)
+        pages.append([m.content for m in page.items])
+        token = page.next_token
+        if token is None:
+            return pages
+
+
+@pytest.mark.parametrize("store_page", [100, 2])
+def test_a_next_token_only_when_a_readable_memory_follows(
+    service: MemoryService, monkeypatch: pytest.MonkeyPatch, store_page: int
+) -> None:
+    """A probe: one public memory whose id sorted before three pii ones, listed with
+    ``limit=1`` by a public-ceiling reader, came with a ``next_token`` whose page was
+    empty, so the reader learnt that memories it may not see exist. Read ahead, across
+    the store's pages too (``store_page``), a token comes only when a readable one
+    follows."""
+    monkeypatch.setattr("memvault.services.memory._PAGE", store_page)
+    owner = ctx(max_sensitivity=Sensitivity.PII)
+    public_reader = ctx(max_sensitivity=Sensitivity.PUBLIC)
+    # A memory's id derives from its request id: request ids whose memories list in order.
+    in_order = sorted(
+        (f"r{i}" for i in range(5)), key=lambda r: request_memory_id("acme", "u-1", r)
+    )
+
+    def write(n: int, sensitivity: str) -> None:
+        body = a_write(
+            request_id=in_order[n - 1],
+            canonical_key=f"k{n}",
+            content=f"m{n}",
+            sensitivity=sensitivity,
+        )
+        service.write(owner, "u-1", body)
+
+    write(1, "public")
+    for n in (2, 3, 4):
+        write(n, "pii")
+    assert _pages(service, public_reader, 1) == [["m1"]]
+    assert _pages(service, owner, 1) == [["m1"], ["m2"], ["m3"], ["m4"]]
+    # Hidden memories between readable ones: the next page holds the next readable one.
+    write(5, "public")
+    assert _pages(service, public_reader, 1) == [["m1"], ["m5"]]
+    assert _pages(service, public_reader, 2) == [["m1", "m5"]]
+    assert _pages(service, owner, 2) == [["m1", "m2"], ["m3", "m4"], ["m5"]]
 
 
 def test_a_forged_next_token_is_refused(service: MemoryService) -> None:

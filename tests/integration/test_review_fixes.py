@@ -204,6 +204,11 @@ def test_a_forged_manifest_is_a_clear_error(services: Services) -> None:
         {"id": "run_state", "section": "run_state", "version": "2"},
         {"id": 7, "section": "session", "version": 1},
         {"id": "session:s:message", "section": "session", "version": 1},
+        # A probe: these reached the stores (sqlite3.ProgrammingError, OverflowError).
+        {"id": {"a": 1}, "section": "memories", "version": 1},
+        {"id": ["x"], "section": "memories", "version": 1},
+        {"id": "session:s:msg:99999999999999999999999", "section": "session", "version": 1},
+        {"id": "run:r", "section": "run_state", "version": 10**30},
     ],
 )
 def test_a_manifest_entry_of_the_wrong_shape_is_a_clear_error(

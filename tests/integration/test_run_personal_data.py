@@ -119,6 +119,91 @@ def test_personal_data_in_run_state_needs_consent_and_nothing_is_kept_without_it
     assert services.runs.get(PII_READER, "r-1").operations == []
 
 
+#: Probe 8: each was kept without consent (named by its key, or held as a number) and
+#: shown to internal-ceiling readers, where the same text as prose needed consent.
+NAMED_OR_NUMBERS = {
+    "ssn as a number": {"ssn": 123456789},
+    "ssn under a nested key": {"customer": {"ssn": "123456789"}},
+    "phone as a number": {"phone": 4155550132},
+    "PRC mobile under a Chinese key": {"手机号": 13812345678},
+    "card number as a number": {"card_number": 4111111111111111},
+    "ISO date of birth": {"date_of_birth": "1990-04-12"},
+    "street address": {"address": "1600 Amphitheatre Parkway, Mountain View, CA 94043"},
+    "passport number": {"passport_no": "X12345678"},
+}
+
+
+@pytest.mark.parametrize("state", NAMED_OR_NUMBERS.values(), ids=NAMED_OR_NUMBERS.keys())
+def test_personal_data_named_by_its_key_or_held_as_a_number_needs_consent(
+    services: Services, state: dict[str, Any]
+) -> None:
+    running(services)
+    runs = services.runs
+    with pytest.raises(ConsentRequired) as raised:
+        runs.advance(
+            PII_READER,
+            "r-1",
+            Advance(expected_version=2, status=RunStatus.RUNNING, step="s", state=state),
+        )
+    assert raised.value.details["reason"] == "pii"
+    assert all(f.startswith("state.") for f in raised.value.details["fields"])
+    assert runs.get(PII_READER, "r-1").version == 2  # nothing kept
+    kept = runs.advance(
+        PII_READER,
+        "r-1",
+        Advance(expected_version=2, status=RunStatus.RUNNING, step="s", state=state, consent=True),
+    )
+    assert kept.pii_fields == ["state"]
+    assert runs.get(INTERNAL_READER, "r-1").withheld == ["state"]
+
+
+def test_a_birthday_in_the_step_and_a_phone_in_the_budget_need_consent(
+    services: Services,
+) -> None:
+    running(services)
+    runs = services.runs
+    birthday = Advance(
+        expected_version=2, status=RunStatus.RUNNING, step="My birthday is 1990-04-12"
+    )
+    with pytest.raises(ConsentRequired) as raised:
+        runs.advance(PII_READER, "r-1", birthday)
+    assert raised.value.details["pii_types"] == ["date_of_birth"]
+    kept = runs.advance(PII_READER, "r-1", birthday.model_copy(update={"consent": True}))
+    assert kept.pii_fields == ["step"] and runs.get(INTERNAL_READER, "r-1").step == ""
+    with pytest.raises(ConsentRequired):
+        runs.create(
+            PII_READER,
+            "r-2",
+            CreateRun(subject_id="u-1", plan_version="p1", budget={"phone": 4155550132.0}),
+        )
+
+
+def test_ids_counts_and_timestamps_in_run_state_stay_internal(services: Services) -> None:
+    """A number under a key that names no personal data, an id, a timestamp: no consent
+    needed, and shown to internal readers."""
+    running(services)
+    state = {
+        "step": 1640,
+        "tokens": 4155550132,
+        "run_id": "run-1f1ef3e9-c56e-6105-bfff-114013845259",
+        "created_at": "2026-01-02T03:04:05Z",
+        "released": "1990-04-12",
+    }
+    moved = services.runs.advance(
+        PII_READER,
+        "r-1",
+        Advance(expected_version=2, status=RunStatus.RUNNING, step="s", state=state),
+    )
+    assert moved.pii_fields == []
+    assert services.runs.get(INTERNAL_READER, "r-1").state == state
+    created, _ = services.runs.create(
+        PII_READER,
+        "r-2",
+        CreateRun(subject_id="u-1", plan_version="p1", budget={"tokens": 4155550132.0}),
+    )
+    assert created.pii_fields == []
+
+
 def test_a_reader_sees_only_the_run_state_its_ceiling_admits(services: Services) -> None:
     personal(services)
     runs = services.runs
@@ -370,7 +455,12 @@ def test_an_ssn_in_an_id_and_a_credential_in_a_subject_id_are_refused(
     _refused_as_id(raised, "subject_id")
 
 
-def test_an_artifact_named_with_personal_data_must_be_declared_pii(services: Services) -> None:
+def test_an_artifact_named_with_personal_data_needs_consent_and_is_pii(
+    services: Services,
+) -> None:
+    """As a memory's, a session message's or a run's text: personal data in an artifact's
+    name is kept only with consent, and the artifact is then ``pii`` (more on both stores
+    in test_artifact_names.py)."""
     data = b"scan"
     body = {
         "request_id": "up-1",
@@ -380,11 +470,13 @@ def test_an_artifact_named_with_personal_data_must_be_declared_pii(services: Ser
         "name": f"passport-scan-{ID_EMAIL}.txt",
         "sensitivity": "internal",
     }
-    with pytest.raises(ValidationFailed) as raised:
-        services.artifacts.start(WRITER, "u-1", StartUpload.model_validate(body))
-    assert raised.value.details == {"field": "name", "reason": "pii", "pii_types": ["email"]}
+    for declared in ("internal", "pii"):
+        start = StartUpload.model_validate({**body, "sensitivity": declared})
+        with pytest.raises(ConsentRequired) as raised:
+            services.artifacts.start(WRITER, "u-1", start)
+        assert raised.value.details == {"reason": "pii", "pii_types": ["email"], "fields": ["name"]}
     out, created = services.artifacts.start(
-        WRITER, "u-1", StartUpload.model_validate({**body, "sensitivity": "pii"})
+        WRITER, "u-1", StartUpload.model_validate({**body, "consent": True})
     )
     assert created and out.sensitivity is Sensitivity.PII
 
@@ -498,6 +590,34 @@ def test_request_ids_holding_personal_data_are_refused_on_every_write(services: 
     with pytest.raises(ValidationFailed) as raised:
         services.memory.write(writer, "u-1", a_write(request_id=ID_EMAIL, consent=True))
     _refused_as_id(raised, "request_id")
+
+
+def test_an_agent_role_holding_personal_data_is_refused_on_write_and_correction(
+    services: Services,
+) -> None:
+    """Probe 8: an e-mail address was kept as an agent role (``visibility``). A role is an
+    identifier matched against tokens' ``agent_role``, kept in the search index and shown
+    with the memory; consent would not withhold it, so it is refused outright."""
+    from memvault.models.memory import MemoryPatch
+
+    writer = ctx(
+        scopes=frozenset({Scope.MEMORY_WRITE, Scope.MEMORY_READ}), max_sensitivity=Sensitivity.PII
+    )
+    with pytest.raises(ValidationFailed) as raised:
+        services.memory.write(writer, "u-1", a_write(visibility=[ID_EMAIL], consent=True))
+    _refused_as_id(raised, "visibility[0]")
+    assert services.memory.list_memories(writer, "u-1").items == []
+    written = services.memory.write(writer, "u-1", a_write(visibility=["billing-agent"])).memory
+    assert written.sensitivity is Sensitivity.INTERNAL
+    with pytest.raises(ValidationFailed) as raised:
+        services.memory.correct(
+            writer,
+            "u-1",
+            written.memory_id,
+            MemoryPatch(expected_version=1, visibility=["billing-agent", ID_EMAIL]),
+        )
+    _refused_as_id(raised, "visibility[1]")
+    assert services.memory.get(writer, "u-1", written.memory_id).version == 1
 
 
 def test_a_recalls_run_and_task_ids_hold_no_secret_nor_personal_data(services: Services) -> None:

@@ -12,6 +12,7 @@ import pytest
 
 from memvault.errors import SecretDetected
 from memvault.models.artifact import StartUpload
+from memvault.models.memory import MemoryPatch
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.models.session import AppendMessage
 from memvault.wiring import Services
@@ -91,3 +92,21 @@ def test_a_memory_whose_source_ref_holds_a_credential_is_refused(services: Servi
     with pytest.raises(SecretDetected) as raised:
         services.memory.write(ctx(), "u-1", write)
     _refused(raised, "source.ref")
+
+
+def test_a_memory_whose_visibility_holds_a_credential_is_refused(services: Services) -> None:
+    """Probe 8: a GitHub token was stored as an agent role, on a write and a correction,
+    and returned to every reader of the memory."""
+    token = "ghp_" + "Zq7vN2kLx9RtWb4M" * 2 + "Ab1x"
+    with pytest.raises(SecretDetected) as raised:
+        services.memory.write(ctx(), "u-1", a_write(visibility=["planner", token]))
+    assert raised.value.details["findings"][0]["field"] == "visibility[1]"
+    assert token not in str(raised.value.to_body())
+    assert services.memory.list_memories(ctx(), "u-1").items == []
+    written = services.memory.write(ctx(), "u-1", a_write(visibility=["planner"])).memory
+    with pytest.raises(SecretDetected) as raised:
+        services.memory.correct(
+            ctx(), "u-1", written.memory_id, MemoryPatch(expected_version=1, visibility=[token])
+        )
+    assert raised.value.details["findings"][0]["field"] == "visibility[0]"
+    assert services.memory.get(ctx(), "u-1", written.memory_id).visibility == ["planner"]

@@ -43,6 +43,26 @@ def test_personal_data_in_a_message_needs_consent_and_nothing_is_kept_without_it
         services.sessions.read(PII_READER, "u-1", "s-1")
 
 
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        ("My date of birth is 1990-04-12", "date_of_birth"),
+        ("My birthday is 1990-04-12", "date_of_birth"),
+        ("Ship it to 1600 Amphitheatre Parkway, Mountain View, CA 94043", "address"),
+        ("passport_no: X12345678", "passport"),
+    ],
+)
+def test_iso_birth_dates_parkways_and_passport_fields_in_a_message_need_consent(
+    services: Services, line: str, kind: str
+) -> None:
+    """Probe 8: each was stored without consent and read by internal-ceiling tokens."""
+    with pytest.raises(ConsentRequired) as raised:
+        services.sessions.append(PII_READER, "u-1", "s-1", _say("m-1", line))
+    assert raised.value.details["pii_types"] == [kind]
+    services.sessions.append(PII_READER, "u-1", "s-1", _say("m-1", line, consent=True))
+    assert services.sessions.read(INTERNAL_READER, "u-1", "s-1").messages == []
+
+
 def test_a_reader_sees_only_the_messages_its_ceiling_admits(services: Services) -> None:
     s = services.sessions
     s.append(PII_READER, "u-1", "s-1", _say("m-1", "hello, I need help with my taxes"))

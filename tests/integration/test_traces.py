@@ -274,12 +274,14 @@ def test_a_live_memorys_trace_shows_only_the_versions_the_reader_may_read(
     assert {e.memory_id for e in full.events} == {first.memory_id, second.memory_id}
 
 
-def test_a_readers_own_recall_trace_gives_no_reason_for_a_fact_it_may_not_read(
+def test_a_readers_own_recall_trace_tells_nothing_of_a_fact_it_may_not_read(
     rig: RecallRig,
 ) -> None:
-    """Recalling a canonical key proposes the fact that holds it, readable or not; a
-    drop the reader may not know about is counted, never named or explained: "ceiling"
-    or "visibility" would tell it that a hidden fact holds that key."""
+    """Recalling a canonical key finds the fact that holds it by its pointer, before any
+    access check. For a fact the caller may not read, the trace must read exactly as for
+    a key no fact holds: no drop, no reason ("ceiling", "visibility") and no count
+    (probe 8, M2: ``exact_key: 1, dropped_withheld: 1`` against 0 told a reader, one
+    guessed key at a time, that a hidden fact holds it)."""
     owner = ctx(max_sensitivity=Sensitivity.PII, agent_role="payments")
     for key, extra in (
         ("home-address", {"sensitivity": "pii", "content": "Lives at 12 Elm Street"}),
@@ -292,20 +294,26 @@ def test_a_readers_own_recall_trace_gives_no_reason_for_a_fact_it_may_not_read(
         )
     rig.sync()
     reader = ctx(agent_role="planner")  # internal ceiling, a role outside the list
-    served = rig.services.recall.recall(
-        reader, "u-1", RecallRequest(query="home-address payroll-bank")
-    )
-    assert served.items == [] and served.recall_id
 
-    trace = rig.services.traces.recall_trace(reader, served.recall_id)
+    def traced(query: str) -> Any:
+        served = rig.services.recall.recall(reader, "u-1", RecallRequest(query=query))
+        assert served.items == [] and served.recall_id
+        return rig.services.traces.recall_trace(reader, served.recall_id)
 
-    assert trace.dropped == [] and trace.dropped_withheld == 2
-    shown = trace.model_dump_json()
+    hidden = traced("home-address payroll-bank")
+    absent = traced("office-address payroll-day")
+    for trace in (hidden, absent):
+        assert trace.dropped == [] and trace.dropped_withheld == 0
+        assert trace.candidates["exact_key"] == 0
+    assert hidden.candidates == absent.candidates
+    shown = hidden.model_dump_json()
     assert '"ceiling"' not in shown and '"visibility"' not in shown
-    # A reader who may read both facts sees every drop with its reason.
-    full = rig.services.traces.recall_trace(owner, served.recall_id)
-    assert {d.reason for d in full.dropped} == {"ceiling", "visibility"}
-    assert full.dropped_withheld == 0
+    # A reader who may read both facts recalls them by key.
+    served = rig.services.recall.recall(
+        owner, "u-1", RecallRequest(query="home-address payroll-bank")
+    )
+    assert len(served.items) == 2
+    assert rig.services.traces.recall_trace(owner, served.recall_id).candidates["exact_key"] == 2
 
 
 def test_prompted_by_and_feedback_refuse_another_subjects_or_tenants_ids(rig: RecallRig) -> None:

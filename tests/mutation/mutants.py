@@ -478,10 +478,8 @@ MUTANTS: tuple[Mutant, ...] = (
         id="old-versions-judged-alone",
         path="layers/memvault/services/memory.py",
         # A version is judged by its own classification only, not also by its fact's.
-        original=(
-            "        return self._readable(ctx, current, epoch, now) and self._shown_in_history(\n"
-        ),
-        replacement="        return self._shown_in_history(\n",
+        original="            and self._readable(ctx, current, epoch, now)\n",
+        replacement="",
         kill=(
             f"{RECLASSIFIED}::test_export_serves_no_version_of_a_fact_reclassified_above_the_reader"
             "[sqlite-public to pii]",
@@ -490,6 +488,19 @@ MUTANTS: tuple[Mutant, ...] = (
         ),
         description="export and a recall's trace serve (or name) the public version 1 of a "
         "fact corrected to pii since, to readers that get and history answer 404",
+    ),
+    Mutant(
+        id="raise-forgotten-once-lowered",
+        path="layers/memvault/services/memory.py",
+        # Only a version's own classification and the current one's count, not those between.
+        original="            m.version > cut\n            and self",
+        replacement="            True\n            and self",
+        kill=(
+            f"{RECLASSIFIED}::test_a_fact_lowered_again_keeps_what_its_raise_withheld"
+            "[sqlite-raised to pii, then public with new content]",
+        ),
+        description="history and export serve version 1 again once a fact raised to pii "
+        "(same text) is lowered with redacted text (probe 8, M1)",
     ),
     Mutant(
         id="replay-ignores-the-ceiling",

@@ -98,6 +98,9 @@ RECLASSIFY: dict[str, tuple[str, Sensitivity]] = {
     "secret_content": ("secret_content", Sensitivity.PUBLIC),
     "to_one_role": ("visibility", Sensitivity.PUBLIC),
     "to_every_role": ("visibility", Sensitivity.PUBLIC),
+    # Lowered to public and opened to every role with new (redacted) content: the
+    # versions before it that were above a reader stay withheld from it.
+    "redact": ("redact", Sensitivity.PUBLIC),
 }
 #: Raising a public fact to pii, and narrowing it to one role, are drawn most often.
 RECLASSIFICATIONS = (*RECLASSIFY, "to_pii", "to_pii", "to_one_role", "delete")
@@ -249,6 +252,15 @@ class Version:
     artifact_id: str | None = None
     #: What it holds: no answer may carry it to a reader that may not see this version.
     content: str = ""
+
+
+def withheld_through(who: Caller, chain: Chain) -> int:
+    """The newest version of ``chain`` that ``who`` may not read by its classification:
+    no version up to it is shown (a reclassification covers what came before it)."""
+    return max(
+        (v.version for v in chain.versions if not who.may_read(v.sensitivity, v.visibility)),
+        default=0,
+    )
 
 
 @dataclass
@@ -862,6 +874,8 @@ class Governance(RuleBasedStateMachine):
             patch["sensitivity"] = level.value
         elif change == "visibility":
             patch["visibility"] = list(visibility)
+        elif change == "redact":
+            patch |= {"content": content_of("plain", n), "sensitivity": "public", "visibility": []}
         elif change == "confirm":
             patch["status"] = "active"
         else:
@@ -877,14 +891,15 @@ class Governance(RuleBasedStateMachine):
         if change in ("secret", "secret_content"):
             # Declared or detected, a secret is refused before anything is stored.
             return self.expect(answer, 422, what, "secret_detected")
-        kept = change != "content"
+        rewritten = change in ("content", "redact")
+        kept = not rewritten
         source = head.source if kept else OWN_SOURCE[who.kind]
         confirming = change == "confirm" and not (kept and head.status == "active")
         if confirming and source == "model_inferred" and who.kind == "agent":
             return self.expect(answer, 403, what, "provenance_not_allowed")
-        lowered = change == "sensitivity" and level.rank < head.sensitivity.rank
+        lowered = change in ("sensitivity", "redact") and level.rank < head.sensitivity.rank
         widened = (
-            change == "visibility"
+            change in ("visibility", "redact")
             and bool(head.visibility)
             and (not visibility or not set(visibility) <= set(head.visibility))
         )
@@ -893,9 +908,9 @@ class Governance(RuleBasedStateMachine):
             return self.expect(answer, 403, what, "provenance_not_allowed")
         confirmed = change == "confirm" or (head.status == "active" and kept)
         status = "candidate" if source == "model_inferred" and not confirmed else "active"
-        if self.supersede_refused(who, head, status, change == "content"):
+        if self.supersede_refused(who, head, status, rewritten):
             return self.expect(answer, 403, what, "provenance_not_allowed")
-        pii = head.pii and change != "content"
+        pii = head.pii and not rewritten
         new_level = Sensitivity(patch.get("sensitivity", head.sensitivity.value))
         new = Version(
             memory_id="",
@@ -1101,9 +1116,10 @@ class Governance(RuleBasedStateMachine):
             for v in c.versions
             if self.shown(v)
         )
-        if who.role is not None and not reads_all:
+        if who.role is not None and (who.ceiling is not Sensitivity.PII or not reads_all):
             # An agent may only delete what it may read, so it forgets only a subject whose
-            # every held memory it may read; a person's token may always ask for erasure.
+            # every held memory it may read, with a token that reads sessions, runs and
+            # artifacts of every class; a person's token may always ask for erasure.
             return self.expect(answer, 403, f"{what} (an agent that may not read all)")
         self.expect(answer, 202, what)
         for chain in self.pair_chains(who.tenant, subject):
@@ -1197,10 +1213,11 @@ class Governance(RuleBasedStateMachine):
         self.expect(history, 200, f"history of {what}")
         for item in history.body["versions"]:
             self.observed(item, who, subject, f"history of {what}")
+        cut = withheld_through(who, chain)
         shown = [
             v.memory_id
             for v in chain.versions
-            if self.shown(v) and who.may_read(v.sensitivity, v.visibility)
+            if self.shown(v) and who.may_read(v.sensitivity, v.visibility) and v.version > cut
         ]
         self.check(
             [v["memory_id"] for v in history.body["versions"]] == shown,
@@ -1218,14 +1235,17 @@ class Governance(RuleBasedStateMachine):
 
     def exported_now(self, who: Caller, subject: str) -> set[str]:
         """Of every fact whose current version ``who`` may read now, the versions it may
-        read: each judged by its own classification and by the fact's current one (the
-        stricter wins), so a fact reclassified above ``who`` is exported not at all."""
+        read: each judged by its own classification and by every later one's (the
+        strictest wins), so a fact reclassified above ``who`` is exported not at all, and
+        one lowered again with new content keeps what came before withheld."""
         return {
             v.memory_id
             for c in self.pair_chains(who.tenant, subject)
             if self.served_current(who, c)
             for v in c.versions
-            if self.shown(v) and who.may_read(v.sensitivity, v.visibility)
+            if self.shown(v)
+            and who.may_read(v.sensitivity, v.visibility)
+            and v.version > withheld_through(who, c)
         }
 
     def check_no_leak(self, answer: Answer, shown: set[str], what: str) -> None:
@@ -1639,8 +1659,8 @@ class Governance(RuleBasedStateMachine):
         self.check(
             answer.body["state"] == state
             and (answer.body["download"] is not None) == art.committed
-            and len(answer.body["referenced_by"]) == len(art.refs),
-            f"{what}: {answer.body['state']} with {len(answer.body['referenced_by'])} "
+            and answer.body["references"] == len(art.refs),
+            f"{what}: {answer.body['state']} with {answer.body['references']} "
             f"references, the model says {state} with {len(art.refs)}",
         )
         return None

@@ -8,7 +8,7 @@ from memvault.config import Settings
 from memvault.errors import ConsentRequired, SecretDetected, ValidationFailed
 from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
 from memvault.policy import write_policy
-from memvault.policy.pii import find_pii
+from memvault.policy.pii import find_pii, find_structured_pii
 from tests.support.harness import FakeClock
 
 
@@ -85,6 +85,11 @@ PII = {
     # A fresh probe stored an address in base64 as public.
     "e-mail in base64": "contact: bWFyaWEuZ29uemFsZXpAZXhhbXBsZS5vcmc=",
     "e-mail in base64url, unpadded": "mailbox cm9iZXJ0LmNoZW5AbWFpbC5leGFtcGxlLmNu",
+    # Probe 8 stored each as internal, in memories and session messages.
+    "date of birth, ISO": "My date of birth is 1990-04-12",
+    "birthday, ISO": "My birthday is 1990-04-12",
+    "street address on a Parkway": "1600 Amphitheatre Parkway, Mountain View, CA 94043",
+    "passport number as a field": "passport_no: X12345678",
 }
 
 
@@ -116,12 +121,93 @@ def test_personal_data_with_consent_is_classified_pii(text: str) -> None:
         "trace id 4bf92f3577b34da6a3ce929d0e0e4736",
         # A UUID whose last group is digits that also spell a valid phone number.
         "checkpoint 1f1ef3e9-c56e-6105-bfff-114013845259 stored",
+        "resumed run-1f1ef3e9-c56e-6105-bfff-114013845259-retry",
         # Germany's plan has valid four-digit service numbers: not a person's reach.
         "resumed at step 1640",
+        # A date is a date of birth only when the text says whose birth it is.
+        "the birthday campaign launches on 2026-05-01",
+        "created_at: 2026-01-02T03:04:05Z",
+        "my driver's license expired yesterday",
     ],
 )
 def test_ordinary_text_is_not_classified_as_personal_data(text: str) -> None:
     assert find_pii([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ({"ssn": 123456789}, "national_id"),
+        ({"customer": {"ssn": "123456789"}}, "national_id"),
+        ({"customerSSN": 923456789}, "national_id"),
+        ({"phone": 4155550132}, "phone_number"),
+        ({"手机号": 13812345678}, "phone_number"),
+        ({"contacts": [{"mobile": 4155550132.0}]}, "phone_number"),
+        ({"card_number": 4111111111111111}, "card_number"),
+        ({"date_of_birth": "1990-04-12"}, "date_of_birth"),
+        ({"dob": 19900412}, "date_of_birth"),
+        ({"address": "1600 Amphitheatre Parkway, Mountain View, CA 94043"}, "address"),
+        ({"home_address": {"street": "Hauptstraße 5"}}, "address"),
+        ({"passport_no": "X12345678"}, "passport"),
+        ({"type": "ssn", "value": 123456789}, "national_id"),
+        ({"account_number": 12345678}, "bank_account"),
+    ],
+)
+def test_structured_values_are_read_with_the_names_they_are_stored_under(
+    value: dict[str, object], kind: str
+) -> None:
+    """Probe 8: run state holding these was stored without consent. A value's keys say
+    what it is, as a form's labels do, and numbers are read as well as strings."""
+    found = find_structured_pii(value, "state")
+    assert kind in {f.pii_type for f in found}
+    assert all(f.field.startswith("state.") for f in found)
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        {"step": 1640},
+        {"tokens": 4155550132},
+        {"count": 4111111111111111},
+        {"run_id": "run-1f1ef3e9-c56e-6105-bfff-114013845259"},
+        {"created_at": "2026-01-02T03:04:05Z"},
+        {"release_date": "1990-04-12", "version": "1.2.3", "build": 20240412},
+        {"wallet_address": "0x742d35Cc6634C0532925a3b844Bc454e4438f44e"},
+        {"address": 94043, "phone": 1640, "card": 3, "passport": "pending", "born": 1990},
+        {"passport": {"expires": "2030-01-01"}, "drivers_license": {"issued": "2019/03/04"}},
+    ],
+)
+def test_ids_counts_and_timestamps_in_structured_values_are_not_personal_data(
+    value: dict[str, object],
+) -> None:
+    """A number is judged only for the kinds its key names, and a bare date is no one's
+    birth date."""
+    assert find_structured_pii(value, "state") == []
+
+
+def test_a_scope_named_as_personal_data_is_personal_data() -> None:
+    with pytest.raises(ConsentRequired) as raised:
+        write_policy.evaluate(draft("a note", scope={"date_of_birth": "1990-04-12"}, consent=False))
+    assert raised.value.details["pii_types"] == ["date_of_birth"]
+    assert raised.value.details["fields"] == ["scope.date_of_birth"]
+
+
+def test_a_visibility_role_is_scanned_for_credentials_and_refused_if_personal() -> None:
+    """Probe 8: a GitHub token and an e-mail address were stored as agent roles."""
+    token = "ghp_" + "Zq7vN2kLx9RtWb4M" * 2 + "Ab1x"
+    with pytest.raises(SecretDetected) as secret:
+        write_policy.evaluate(draft("a note", visibility=["planner", token]))
+    assert secret.value.details["findings"][0]["field"] == "visibility[1]"
+    assert token not in str(secret.value.to_body())
+    with pytest.raises(ValidationFailed) as personal:
+        write_policy.evaluate(draft("a note", visibility=["dana.whitfield@example.com"]))
+    assert personal.value.details == {
+        "field": "visibility[0]",
+        "reason": "pii_in_id",
+        "pii_types": ["email"],
+    }
+    assert "dana.whitfield" not in str(personal.value.to_body())
+    assert write_policy.evaluate(draft("a note", visibility=["billing-agent"])).pii_types == ()
 
 
 def test_long_term_memory_requires_consent() -> None:

@@ -6,8 +6,11 @@ hide in it.
   says names SHOULD be unique; we refuse an object whose names are not.
 - U+0000 (NUL) in any string or key: it ends a string in C, so a log line, a search
   engine or a terminal shows less than was stored.
+- An integer of more than 4,300 digits: Python's int parsing limit raises a plain
+  ``ValueError`` inside ``json.loads`` (a 500 before), not a ``JSONDecodeError``. No
+  memvault field takes a number anywhere near that long.
 
-Either is a ``json.JSONDecodeError``, which Powertools' validation answers as the 422
+Each is a ``json.JSONDecodeError``, which Powertools' validation answers as the 422
 ``validation_failed`` of any malformed body, naming the problem.
 """
 
@@ -17,6 +20,10 @@ import json
 from typing import Any
 
 NUL_REFUSED = "strings must not contain U+0000 (NUL)"
+NUMBER_TOO_LONG = (
+    "a number has more digits than any field takes; send each number within its "
+    "field's range (see GET /v1/openapi.json)"
+)
 
 
 class _RepeatedKey(Exception):
@@ -43,13 +50,19 @@ def _holds_nul(value: Any) -> bool:
 
 
 def loads(body: str | bytes) -> Any:
-    """``body`` parsed; ``json.JSONDecodeError`` for malformed JSON, a repeated key or a
-    NUL in any string or key."""
+    """``body`` parsed; ``json.JSONDecodeError`` for malformed JSON, a repeated key, a
+    NUL in any string or key or an integer too long to parse."""
     text = body.decode("utf-8") if isinstance(body, bytes) else body
     try:
         value = json.loads(text, object_pairs_hook=_unique_pairs)
     except _RepeatedKey as repeated:
         raise json.JSONDecodeError(str(repeated), text, 0) from None
+    except json.JSONDecodeError:
+        raise
+    except ValueError:
+        # Python's limit on int digits (sys.get_int_max_str_digits): its message
+        # names the limit and the count, never the number itself.
+        raise json.JSONDecodeError(NUMBER_TOO_LONG, text, 0) from None
     # A NUL can only come from a \u0000 escape (json refuses raw control characters).
     if "\\u0000" in text and _holds_nul(value):
         raise json.JSONDecodeError(NUL_REFUSED, text, 0)

@@ -8,7 +8,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from memvault.models.memory import Sensitivity
-from memvault.models.types import RequestId
+from memvault.models.types import Label, RequestId
 
 
 class ArtifactState(StrEnum):
@@ -26,9 +26,18 @@ class StartUpload(BaseModel):
     media_type: str = Field(min_length=3, max_length=100, pattern=r"^[\w.+-]+/[\w.+-]+$")
     size_bytes: int = Field(ge=1, strict=True)
     sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
-    name: str | None = Field(default=None, min_length=1, max_length=200)
+    #: Shown to every reader of the artifact: one line, no control or bidirectional
+    #: characters; personal data in it needs ``consent`` and makes the artifact ``pii``.
+    name: Label | None = None
     retention_days: int | None = Field(default=None, ge=1, le=3650, strict=True)
     sensitivity: Sensitivity = Sensitivity.INTERNAL
+    consent: bool = Field(
+        default=False,
+        description="the subject's consent to keep the personal data the artifact's name "
+        "holds (the upload is refused with consent_required without it; with it the "
+        "artifact is classified pii)",
+        strict=True,
+    )
 
 
 class Artifact(BaseModel):
@@ -44,7 +53,12 @@ class Artifact(BaseModel):
     name: str | None
     sensitivity: Sensitivity
     created_at: datetime
+    #: The memories (``memory:<chain id>``) and runs (``run:<run id>``) that reference
+    #: it, named only to a reader that may read every record that could (a person's
+    #: token at the top ceiling); to others this list is empty and only ``references``
+    #: counts them (a delete answers 409 while any is left).
     referenced_by: list[str]
+    references: int = 0
 
 
 class Upload(BaseModel):

@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator
 
 Section = Literal["policy", "goal", "run_state", "evidence", "session", "memories"]
 SECTION_ORDER: tuple[Section, ...] = (
@@ -67,6 +68,50 @@ class DroppedItem(BaseModel):
     tokens: int
 
 
+#: The item ids an assembly gives, by section (``ContextAssembler``): what ``reproduce``
+#: parses an id into (a run, a session and a message number, an evidence index) is
+#: checked here, so an edited manifest is a 422 naming the field, never a 500.
+MANIFEST_ITEM_IDS: dict[str, str] = {
+    "policy": r"policy",
+    "goal": r"goal",
+    "run_state": r"run:[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}",
+    "evidence": r"evidence:[0-9]{1,2}",
+    "session": r"session:[A-Za-z0-9][A-Za-z0-9_.@+-]{0,127}:(summary|msg:[0-9]{1,15})",
+    "memories": r"mem_[0-9a-f]{32}",
+}
+#: The largest version (or message number) a manifest item names: 2^53 - 1, which every
+#: JSON reader holds exactly and both stores look up (SQLite's integers end at 2^63 - 1).
+MAX_ITEM_VERSION = 2**53 - 1
+
+
+class ManifestItem(BaseModel):
+    """One item of an assembly, as its manifest names it."""
+
+    model_config = ConfigDict(frozen=True, defer_build=True)
+
+    section: Section
+    id: str = Field(
+        min_length=1,
+        max_length=256,
+        description="the item's id, of the form its section gives: policy, goal, "
+        "run:<run id>, evidence:<n>, session:<id>:summary, session:<id>:msg:<seq>, mem_<hex>",
+    )
+    version: int | None = Field(default=None, ge=0, le=MAX_ITEM_VERSION, strict=True)
+    tokens: int = Field(ge=0, le=10_000_000, strict=True)
+    sha256: str = Field(pattern=r"^[0-9a-f]{64}$")
+
+    @field_validator("id")
+    @classmethod
+    def _of_its_section(cls, value: str, info: ValidationInfo) -> str:
+        section = info.data.get("section")
+        pattern = MANIFEST_ITEM_IDS.get(str(section))
+        if pattern is not None and not re.fullmatch(pattern, value):
+            raise ValueError(
+                f"not an id of the {section} section; send the manifest as the assembly returned it"
+            )
+        return value
+
+
 class Manifest(BaseModel):
     """Enough to rebuild the same assembly: inputs, item ids and versions, budget, order."""
 
@@ -78,7 +123,7 @@ class Manifest(BaseModel):
     output_reserve: int
     used_tokens: int
     order: list[str]
-    items: list[dict[str, Any]]
+    items: list[ManifestItem]
     dropped: list[DroppedItem]
     inputs: dict[str, Any]
     assembled_at: datetime

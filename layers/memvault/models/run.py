@@ -10,7 +10,15 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, JsonValue, StrictFloat, field_validator
 
 from memvault.models.memory import Sensitivity
-from memvault.models.types import ExternalId, SubjectId, storable_number
+from memvault.models.types import (
+    ExternalId,
+    Label,
+    Reference,
+    SubjectId,
+    VersionLabel,
+    storable_number,
+    unsafe_text_char,
+)
 
 
 class RunStatus(StrEnum):
@@ -102,10 +110,22 @@ def _no_lone_surrogate(text: str) -> None:
         )
 
 
+def _key_on_one_line(key: str) -> None:
+    """A key names a field (the console, the SDK and logs show it as a label): one line,
+    with no control, bidirectional or other invisible formatting character (a value is
+    data and may hold any text)."""
+    found = unsafe_text_char(key)
+    if found is not None:
+        raise ValueError(
+            "keys must be one line without control, bidirectional or other invisible "
+            f"formatting characters (found U+{ord(found):04X})"
+        )
+
+
 def _storable(value: Any, depth: int = 0) -> Any:
     """Refuse what DynamoDB cannot store exactly: NaN/infinity, numbers beyond 38 digits
     or outside its range (``storable_number``), nesting beyond 32 levels, and text (keys
-    included) with a lone surrogate."""
+    included) with a lone surrogate; and keys that are not one plain line."""
     if depth > 32:
         raise ValueError("state is nested too deeply (32 levels at most)")
     storable_number(value)
@@ -114,6 +134,7 @@ def _storable(value: Any, depth: int = 0) -> Any:
     if isinstance(value, dict):
         for key, item in value.items():
             _no_lone_surrogate(key)
+            _key_on_one_line(key)
             _storable(item, depth + 1)
     if isinstance(value, list):
         for item in value:
@@ -125,7 +146,7 @@ class CreateRun(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False, defer_build=True)
 
     subject_id: SubjectId
-    plan_version: str = Field(min_length=1, max_length=64)
+    plan_version: VersionLabel
     budget: Budget = Field(default_factory=dict, max_length=20)
     consent: bool = Field(default=False, description=_CONSENT, strict=True)
 
@@ -142,8 +163,8 @@ class Advance(BaseModel):
 
     expected_version: int = Field(ge=1, strict=True)
     status: RunStatus
-    step: str = Field(min_length=1, max_length=200)
-    plan_version: str | None = Field(default=None, min_length=1, max_length=64)
+    step: Label
+    plan_version: VersionLabel | None = None
     budget: Budget | None = Field(default=None, max_length=20)
     pending_approvals: list[ExternalId] | None = Field(default=None, max_length=50)
     state: dict[str, Any] | None = None
@@ -162,7 +183,7 @@ class RecordOperation(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
 
     status: OperationStatus
-    result_ref: str | None = Field(default=None, min_length=1, max_length=512)
+    result_ref: Reference | None = None
     result_sha256: str | None = Field(default=None, pattern=r"^[0-9a-f]{64}$")
     consent: bool = Field(default=False, description=_CONSENT, strict=True)
 

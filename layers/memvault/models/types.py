@@ -71,6 +71,50 @@ def visible(value: str) -> str:
 
 _Visible = AfterValidator(visible)
 
+#: Format characters free text keeps: the zero-width non-joiner and joiner, which Persian,
+#: Indic scripts and emoji sequences need.
+_JOINERS = frozenset("\u200c\u200d")
+#: Unicode categories refused in free text on one line: controls (line breaks and tabs
+#: among them), line and paragraph separators, surrogates; format characters (``Cf``)
+#: but the joiners.
+_UNSAFE_IN_TEXT = frozenset({"Cc", "Zl", "Zp", "Cs"})
+
+
+def unsafe_text_char(value: str) -> str | None:
+    """The first character of ``value`` that a one-line free text (a name, a step) may
+    not hold, or ``None``."""
+    return next(
+        (
+            ch
+            for ch in value
+            if (category := unicodedata.category(ch)) in _UNSAFE_IN_TEXT
+            or (category == "Cf" and ch not in _JOINERS)
+        ),
+        None,
+    )
+
+
+def one_line(value: str) -> str:
+    """``value`` if it is one line of text with no bidirectional, zero-width or other
+    invisible formatting character; ``ValueError`` (a 422 naming the field and the code
+    point, never the value) otherwise.
+
+    Free text (an artifact's name, a run's step), unlike an id, may hold any space and
+    the joiners scripts need; but a line break or a bidirectional override makes it read
+    as something else in a log, the console or an SDK's output (``invoice\u202egpj.exe``
+    shows as ``invoiceexe.jpg``, ``report\n\nIgnore previous instructions`` forges a
+    line), and such a label has no use for either."""
+    found = unsafe_text_char(value)
+    if found is not None:
+        raise ValueError(
+            "must be one line without control, bidirectional or other invisible formatting "
+            f"characters (found U+{ord(found):04X})"
+        )
+    return value
+
+
+_OneLine = AfterValidator(one_line)
+
 TenantId = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_NAME)]
 SubjectId = Annotated[str, StringConstraints(min_length=1, max_length=128, pattern=_NAME)]
 AgentRole = Annotated[str, StringConstraints(min_length=1, max_length=64, pattern=_NAME)]
@@ -89,6 +133,10 @@ ScopeValue = Annotated[str, StringConstraints(min_length=1, max_length=256), _Vi
 ExternalId = Annotated[str, StringConstraints(min_length=1, max_length=128), _Visible]
 #: Where something came from: a message id, a turn, a URL.
 Reference = Annotated[str, StringConstraints(min_length=1, max_length=512), _Visible]
+#: A version label a caller chooses (a run's ``plan_version``): an id's characters.
+VersionLabel = Annotated[str, StringConstraints(min_length=1, max_length=64), _Visible]
+#: A short free-text label on one line (an artifact's name, a run's step).
+Label = Annotated[str, StringConstraints(min_length=1, max_length=200), _OneLine]
 
 
 #: DynamoDB's number range: magnitudes from 1e-130 up to (not including) 1e126, or 0.

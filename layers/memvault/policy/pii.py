@@ -135,14 +135,19 @@ _DATE = (
 _BIRTH = re.compile(
     r"(?i)(?:\b(?:born(?: on| in)?|dob|d\.o\.b\.?|date of birth|birth ?date|birthday)\b"
     r"|出生日期|出生于|生日|生于)[^0-9A-Za-z\n]{0,8}"
+    # "My birthday is 1990-04-12", "date of birth was 12 April 1990", "is on ...".
+    r"(?:(?:is|was|falls|on)\b[^0-9A-Za-z\n]{0,4}){0,2}"
     + _DATE
     + r"|"
     + _DATE
     + r"\s*(?:出生|生(?![\u4e00-\u9fff]))"
 )
 _ADDRESS = re.compile(
-    r"\b\d{1,5}[A-Z]?,? (?:[A-Z][a-z]+ ){1,3}(?:Street|St|Road|Rd|Lane|Ln|Avenue|Ave|Boulevard"
-    r"|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl|Square|Sq|Terrace|Close|Crescent|Gardens|Row|Hill)\b"
+    r"\b\d{1,5}[A-Z]?,? (?:(?:[A-Z][a-z]+|\d{1,3}(?:st|nd|rd|th)|[NSEW]\.?) ){1,3}"
+    r"(?:Street|St|Road|Rd|Lane|Ln|Avenue|Ave|Boulevard|Blvd|Drive|Dr|Way|Court|Ct|Place|Pl"
+    r"|Square|Sq|Terrace|Close|Crescent|Gardens|Row|Hill|Parkway|Pkwy|Highway|Hwy|Freeway"
+    r"|Fwy|Expressway|Expy|Circle|Cir|Trail|Trl|Plaza|Alley|Mews|Grove|Parade|Quay|Turnpike"
+    r"|Pike)\b"
     r"|[\u4e00-\u9fff]{1,8}(?:省|市|自治区)[\u4e00-\u9fff]{0,8}(?:区|县|市|镇)"
     r"[\u4e00-\u9fff0-9]{0,12}(?:路|街|道|巷|大道|胡同|弄)\d+号"
 )
@@ -159,7 +164,7 @@ _HEALTH = re.compile(
 )
 _KEYED = {
     "passport": re.compile(
-        r"(?i)(?:passport(?: no\.?| number| #)?|护照(?:号码|号)?)[^A-Za-z0-9\n]{0,6}"
+        r"(?i)(?:passport(?:[ _-]?(?:no\.?|number|num|#))?|护照(?:号码|号)?)[^A-Za-z0-9\n]{0,6}"
         r"(?:is )?[A-Z]{0,2}\d{6,9}\b"
     ),
     "bank_account": re.compile(
@@ -171,7 +176,9 @@ _KEYED = {
     ),
     "drivers_license": re.compile(
         r"(?i)(?:driver'?s? licen[cs]e|driving licen[cs]e|\bDL\b#?|驾驶证|驾照)"
-        r"(?: (?:no\.?|number))?[^A-Za-z0-9\n]{0,8}(?:is )?[A-Z0-9][A-Z0-9 -]{5,}"
+        # A licence's number holds digits: "driver's license expired" names none.
+        r"(?: (?:no\.?|number))?[^A-Za-z0-9\n]{0,8}(?:is )?(?=[A-Z0-9 -]{0,20}\d)"
+        r"[A-Z0-9][A-Z0-9 -]{5,}"
     ),
     "medical_record": re.compile(
         r"(?i)(?:\bMRN\b|medical record(?: number| no\.?)?|病历号|住院号|病案号)"
@@ -263,8 +270,8 @@ def _encoded_email(text: str) -> bool:
 
 
 #: A hex identifier in dash-joined groups (a UUID, a truncated or dashed digest): three or
-#: more groups, at least one with a hex letter.
-_HEX_ID = re.compile(r"(?<![0-9A-Za-z-])[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+){2,}(?![0-9A-Za-z-])")
+#: more groups, at least one with a hex letter; also after a prefix (``run-<uuid>``).
+_HEX_ID = re.compile(r"(?<![0-9A-Za-z])[0-9A-Fa-f]+(?:-[0-9A-Fa-f]+){2,}(?![0-9A-Za-z])")
 
 
 def _without_hex_ids(text: str) -> str:
@@ -306,6 +313,219 @@ def find_pii(fields: Iterable[tuple[str, str]]) -> list[PiiFinding]:
     ]
 
 
+# --- structured values: a run's state and budget, a memory's scope --------------------------
+
+#: What a key says its value is, read on the key as words (``date_of_birth``,
+#: ``dateOfBirth`` and ``DATE-OF-BIRTH`` all read "date of birth"); a name given beside
+#: a value (``{"type": "ssn", "value": ...}``) counts as its key. A number is judged only
+#: for the kinds its names name (``{"tokens": 4155550132}`` is a count, ``{"phone":
+#: 4155550132}`` a phone number), and so is a string beyond what it shows alone.
+_NAMED_KINDS: tuple[tuple[str, re.Pattern[str]], ...] = (
+    (
+        "phone_number",
+        re.compile(
+            r"\b(?:(?:tele|cell ?|mobile ?|smart ?)?phones?|tel|mobiles?|cells?|msisdn"
+            r"|whatsapp|fax)\b|phonenumber|手机|电话|联系方式"
+        ),
+    ),
+    (
+        "national_id",
+        re.compile(
+            r"\b(?:ssns?|social (?:security|insurance)|national (?:id|identity|insurance)"
+            r"|nino|tax ?id|taxpayer id|itin|id card|identity (?:card|number)|citizen id"
+            r"|resident id|personal id number)\b|身份证|社会安全号|身份号|社保号"
+        ),
+    ),
+    (
+        "card_number",
+        re.compile(
+            r"\b(?:cards?|(?:credit|debit|payment) cards?|cc|ccn|pan)\b|cardnumber|creditcard"
+            r"|卡号|信用卡|银行卡"
+        ),
+    ),
+    (
+        "date_of_birth",
+        re.compile(
+            r"\b(?:dob|birth|birthday|birth ?date|date of birth|born(?: on)?|birth day)\b"
+            r"|dateofbirth|出生|生日"
+        ),
+    ),
+    ("address", re.compile(r"\b(?:address(?:es)?|addr|street)\b|地址|住址|住所")),
+    ("passport", re.compile(r"\bpassports?\b|护照")),
+    (
+        "bank_account",
+        re.compile(
+            r"\b(?:account (?:number|no|num)s?|acct|bank accounts?|iban|routing(?: number)?"
+            r"|sort code|aba)\b|账号|银行账户|银行卡号"
+        ),
+    ),
+    (
+        "drivers_license",
+        re.compile(r"\b(?:driver(?: ?s)?|driving) licen[cs]es?\b|驾驶证|驾照"),
+    ),
+    ("medical_record", re.compile(r"\b(?:mrn|medical records?)\b|病历号|住院号|病案号")),
+)
+#: Addresses that are no one's home: a network's, a wallet's, a mailbox's (an e-mail
+#: address is judged as one whatever its key).
+_NOT_STREET = re.compile(
+    r"\b(?:ip|ipv4|ipv6|e ?mail|mac|memory|wallet|contract|server|host|url|uri|web|bind"
+    r"|listen|remote|local|base|eth|btc|bitcoin|crypto|hex|pointer|network|net|gateway|proxy"
+    r"|node|peer|socket|broadcast|multicast|onion|public|private|return|reply|sender|from|to"
+    r"|bucket|endpoint|api|callback|webhook)\b"
+)
+_CAMEL = re.compile(r"(?<=[a-z0-9])(?=[A-Z])|(?<=[A-Za-z])(?=\d)")
+_NOT_WORD = re.compile(r"[^0-9A-Za-z\u4e00-\u9fff]+")
+
+
+def _key_words(name: str) -> str:
+    """A key as the words it spells: ``customerSSN`` reads "customer ssn"."""
+    return " ".join(_NOT_WORD.split(_CAMEL.sub(" ", normalise(name)))).strip().lower()
+
+
+def _named_kinds(words: str) -> frozenset[str]:
+    kinds = {kind for kind, regex in _NAMED_KINDS if regex.search(words)}
+    if "address" in kinds and _NOT_STREET.search(words):
+        kinds.discard("address")
+    return frozenset(kinds)
+
+
+_YEAR_FIRST_DATE = re.compile(
+    r"(?:\d{4}(?P<sep>[-/.])(?P<m>\d{1,2})(?P=sep)(?P<d>\d{1,2})|\d{4}(?P<cm>\d\d)(?P<cd>\d\d))"
+    r"(?:[T ][\d:.]+(?:Z|[+-]\d\d:?\d\d)?)?"
+)
+_DOCUMENT_NUMBER = re.compile(r"(?=(?:\D*\d){4})[A-Za-z0-9]{5,20}")
+_NATIONAL_NUMBER = re.compile(r"[A-Za-z]{0,2}\d{6,18}[A-Za-z0-9]?")
+
+
+def _a_date(value: str) -> bool:
+    """A whole calendar date: any form prose uses, year first (``1990/04/12``, an ISO
+    timestamp), or ``19900412``."""
+    if re.fullmatch(_DATE, value):
+        return True
+    m = _YEAR_FIRST_DATE.fullmatch(value)
+    if m is None:
+        return False
+    month, day = int(m.group("m") or m.group("cm")), int(m.group("d") or m.group("cd"))
+    return 1 <= month <= 12 and 1 <= day <= 31
+
+
+_HOUSE_FIRST = re.compile(r"\d{1,6}[A-Za-z]?,? +[^\W\d_]{2,}")
+_STREET_FIRST = re.compile(
+    r"(?i)(?:[^\W\d_]+(?:straße|strasse|str\.|weg|gasse|platz|allee|damm|straat|gatan|gata"
+    r"|vej|veien)|(?:via|viale|calle|rue|avenida|rua|piazza|plaza|carrer|ulica) [^\d,\n]{2,40}?)"
+    r",? +\d{1,5}[A-Za-z]?\b"
+)
+
+
+def _a_street(value: str) -> bool:
+    """A street address: a house number and the street's name, in either order
+    (``1600 Amphitheatre Parkway``, ``Hauptstraße 5``, ``Via Roma 10``), not a network
+    address, a link or a mailbox, nor a note that merely holds a number."""
+    if re.search(r"[@/]|\b0x[0-9a-fA-F]", value):
+        return False
+    if re.search(r"[\u4e00-\u9fff]", value):
+        return re.search(r"[路街道巷弄]\s*\d+\s*号", value) is not None
+    return (
+        _HOUSE_FIRST.match(value) is not None
+        or _STREET_FIRST.search(value) is not None
+        or _ADDRESS.search(value) is not None
+    )
+
+
+#: What a value must be, once its name says what it is, for the kinds prose recognises
+#: only by the words around them.
+def _document_number(value: str) -> bool:
+    """A document's number: letters and at least four digits (a date, as a passport's
+    expiry under ``passport.expires``, is not one)."""
+    return not _a_date(value) and _DOCUMENT_NUMBER.fullmatch(re.sub(r"[ -]", "", value)) is not None
+
+
+def _national_number(value: str) -> bool:
+    return (
+        not _a_date(value) and _NATIONAL_NUMBER.fullmatch(re.sub(r"[ .-]", "", value)) is not None
+    )
+
+
+_NAMED_VALUE: dict[str, Callable[[str], bool]] = {
+    "date_of_birth": _a_date,
+    "address": _a_street,
+    "national_id": _national_number,
+    "passport": _document_number,
+    "drivers_license": _document_number,
+    "medical_record": _document_number,
+}
+
+
+def _named_findings(names: tuple[str, ...], value: str, field: str) -> list[PiiFinding]:
+    """The personal data a value is by its names (the last two, as ``customer.ssn``):
+    what the value says read after them, as a line ``customer ssn: 123456789`` of a
+    form, and what a value of that name must look like; only of the kinds they name."""
+    words = " ".join(_key_words(name) for name in names[-2:])
+    kinds = _named_kinds(words)
+    if not kinds:
+        return []
+    value = normalise(value).strip()
+    found = {kind for kind in _kinds_in(normalise(f"{words}: {value}")) if kind in kinds}
+    found |= {kind for kind in kinds - found if kind in _NAMED_VALUE and _NAMED_VALUE[kind](value)}
+    return [PiiFinding(field, kind) for kind in sorted(found)]
+
+
+#: The keys that hold a value, and those that name it beside it (``{"type": "phone",
+#: "value": 4155550132}``).
+_VALUE_KEYS = frozenset({"value", "val", "v", "data", "content", "number", "内容", "值", "号码"})
+_NAME_KEYS = ("name", "key", "field", "type", "kind", "label", "what", "title", "类型", "名称")
+_MAX_DEPTH = 40
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if isinstance(value, float) and value.is_integer() else str(value)
+
+
+def find_structured_pii(value: Any, path: str) -> list[PiiFinding]:
+    """Personal data in a JSON-like value (a run's state or budget, a memory's scope),
+    one finding per kind and field, named by where it sits (``state.customer.ssn``).
+    Every key and every string is read as prose is; every string and number is read
+    again with the names it is stored under, for the kinds those names name
+    (``{"customer": {"ssn": 123456789}}``, ``{"date_of_birth": "1990-04-12"}``). A number
+    under a name that names no personal data (a count, a step, an id) is no one's."""
+    out: list[PiiFinding] = []
+    _walk(value, path, (), out, 0)
+    seen: set[tuple[str, str]] = set()
+    unique = []
+    for finding in out:
+        if (finding.field, finding.pii_type) not in seen:
+            seen.add((finding.field, finding.pii_type))
+            unique.append(finding)
+    return unique
+
+
+def _walk(value: Any, path: str, names: tuple[str, ...], out: list[PiiFinding], depth: int) -> None:
+    if depth > _MAX_DEPTH or value is None or isinstance(value, bool):
+        return
+    if isinstance(value, str):
+        out += find_pii([(path, value)])
+        if names:
+            out += _named_findings(names, value, path)
+    elif isinstance(value, int | float):
+        if names:
+            out += _named_findings(names, _number(value), path)
+    elif isinstance(value, dict):
+        lowered = {str(key).lower(): item for key, item in value.items()}
+        beside = next(
+            (item for key in _NAME_KEYS if isinstance(item := lowered.get(key), str)), None
+        )
+        for key, item in value.items():
+            name = str(key)
+            out += find_pii([(f"{path} (key)", name)])
+            named = (
+                (*names, beside, name) if beside and name.lower() in _VALUE_KEYS else (*names, name)
+            )
+            _walk(item, f"{path}.{name}", named, out, depth + 1)
+    elif isinstance(value, list | tuple):
+        for i, item in enumerate(value):
+            _walk(item, f"{path}[{i}]", names, out, depth + 1)
+
+
 #: The kinds an identifier may never hold. Ids are keys: listed, logged by id, shown to
 #: every reader of what they name, and never withheld or classified, so personal data in
 #: one would reach readers below its class. Only the precise kinds are judged here (an id
@@ -315,9 +535,9 @@ def find_pii(fields: Iterable[tuple[str, str]]) -> list[PiiFinding]:
 ID_REFUSED_KINDS = frozenset({"email", "iban", "passport"})
 
 
-def refuse_personal_ids(fields: Iterable[tuple[str, str | None]], what: str) -> None:
-    """Refuse ids (a run's, a session's, an operation's, an event's...) that hold personal
-    data: a 422 naming the field and the kind, never the value."""
+def personal_id_findings(fields: Iterable[tuple[str, str | None]]) -> list[PiiFinding]:
+    """The personal data an id may never hold (``ID_REFUSED_KINDS``, and an SSN with its
+    separators), one finding per kind and field."""
     named = [(name, value) for name, value in fields if value]
     found = [f for f in find_pii(named) if f.pii_type in ID_REFUSED_KINDS]
     # A US social security number written with its separators (078-05-1120) is precise
@@ -325,6 +545,13 @@ def refuse_personal_ids(fields: Iterable[tuple[str, str | None]], what: str) -> 
     found += [
         PiiFinding(name, "national_id") for name, value in named if _SSN.search(normalise(value))
     ]
+    return found
+
+
+def refuse_personal_ids(fields: Iterable[tuple[str, str | None]], what: str) -> None:
+    """Refuse ids (a run's, a session's, an operation's, an event's...) that hold personal
+    data: a 422 naming the field and the kind, never the value."""
+    found = personal_id_findings(fields)
     if found:
         first = found[0]
         raise ValidationFailed(

@@ -1,8 +1,9 @@
 """The write policy, applied to every new version before anything is stored.
 
 Order matters for the caller: a declared or detected secret is refused first (it must
-never be stored, whatever the consent), then consent is required (with a PII-specific
-reason when personal data was recognised), then the lifetime is bounded.
+never be stored, whatever the consent), then personal data in an agent role (a
+``visibility`` entry), then consent is required (with a PII-specific reason when personal
+data was recognised), then the lifetime is bounded.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ from datetime import datetime, timedelta
 from memvault.config import Settings
 from memvault.errors import ConsentRequired, SecretDetected, ValidationFailed
 from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
-from memvault.policy.pii import find_pii
+from memvault.policy.pii import PiiFinding, find_pii, find_structured_pii, personal_id_findings
 from memvault.policy.secrets import find_secrets
 
 
@@ -32,6 +33,9 @@ class Draft:
     confirmed: bool = False
     #: Free-text identifiers that are stored too (request id, artifact id).
     identifiers: dict[str, str | None] = field(default_factory=dict)
+    #: The agent roles the memory is visible to (``visibility``): stored with it, kept in
+    #: the search index and shown to its readers.
+    visibility: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -65,14 +69,16 @@ def evaluate(draft: Draft) -> Decision:
     # Identifiers are scanned for credentials too, but not for personal data: digit runs
     # in random ids look like phone numbers.
     identifiers = [(name, value) for name, value in draft.identifiers.items() if value]
-    secrets = find_secrets(fields + identifiers)
+    roles = [(f"visibility[{i}]", role) for i, role in enumerate(draft.visibility)]
+    secrets = find_secrets(fields + identifiers + roles)
     if secrets:
         raise SecretDetected(
             "the memory contains what looks like a credential; remove it (store a reference "
             "to a secret manager instead) and write again",
             {"findings": [{"field": s.field, "type": s.secret_type} for s in secrets]},
         )
-    pii = find_pii(fields)
+    _refuse_personal_roles(roles)
+    pii = _unique(find_pii(fields) + find_structured_pii(draft.scope, "scope"))
     pii_types = tuple(sorted({p.pii_type for p in pii}))
     if not draft.consent:
         if pii or draft.sensitivity is Sensitivity.PII:
@@ -90,6 +96,32 @@ def evaluate(draft: Draft) -> Decision:
     inferred = draft.source.type is SourceType.MODEL_INFERRED
     status = MemoryStatus.CANDIDATE if inferred and not draft.confirmed else MemoryStatus.ACTIVE
     return Decision(sensitivity=sensitivity, status=status, pii_types=pii_types)
+
+
+def _unique(findings: list[PiiFinding]) -> list[PiiFinding]:
+    return list(dict.fromkeys(findings))
+
+
+def _refuse_personal_roles(roles: list[tuple[str, str]]) -> None:
+    """A ``visibility`` entry names an agent role, matched against the ``agent_role`` of
+    tokens: an identifier, not content. It is kept in the search index and shown with the
+    memory, and no consent or classification of the memory could withhold it from the
+    agents it names, so personal data in one (an e-mail address as a role) is refused
+    outright, as in every other id, rather than kept with consent."""
+    found = personal_id_findings(roles)
+    if found:
+        first = found[0]
+        raise ValidationFailed(
+            f"{first.field} holds personal data ({first.pii_type}); a visibility entry is an "
+            "agent role (the agent_role of the tokens that may read the memory), not a "
+            "person: name the role (planner, billing-agent) and keep the person's details "
+            "in the content",
+            {
+                "field": first.field,
+                "reason": "pii_in_id",
+                "pii_types": sorted({f.pii_type for f in found}),
+            },
+        )
 
 
 def expiry(now: datetime, ttl_seconds: int | None, settings: Settings) -> datetime:

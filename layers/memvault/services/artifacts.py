@@ -31,6 +31,7 @@ from memvault.config import Settings
 from memvault.errors import (
     ArtifactReferenced,
     ChecksumMismatch,
+    ConsentRequired,
     Forbidden,
     IdempotencyKeyReused,
     MediaTypeNotAllowed,
@@ -38,7 +39,6 @@ from memvault.errors import (
     PayloadTooLarge,
     SecretDetected,
     UploadIncomplete,
-    ValidationFailed,
     VersionConflict,
 )
 from memvault.models.access import AccessContext, Scope
@@ -132,7 +132,7 @@ class ArtifactService:
             ],
             "the artifact's metadata",
         )
-        _check_name(body)
+        sensitivity = _classify_name(body)
         refuse_personal_ids(
             [("request_id", body.request_id), ("subject_id", subject_id)], "the artifact"
         )
@@ -147,7 +147,10 @@ class ArtifactService:
             )
         fingerprint = hashlib.sha256(
             json.dumps(
-                body.model_dump(mode="json", exclude={"request_id"}), sort_keys=True
+                # Consent is no part of what was asked for (a retry that adds it is the
+                # same upload), as for runs; fingerprints from before it existed hold.
+                body.model_dump(mode="json", exclude={"request_id", "consent"}),
+                sort_keys=True,
             ).encode()
         ).hexdigest()
         now = self.clock.now()
@@ -165,7 +168,7 @@ class ArtifactService:
             size_bytes=body.size_bytes,
             sha256=body.sha256,
             state=ArtifactState.STAGED,
-            sensitivity=body.sensitivity,
+            sensitivity=sensitivity,
             created_at=made_after_forget(now, forgets.forgotten_at),
             created_by=ctx.principal,
             name=body.name,
@@ -200,7 +203,7 @@ class ArtifactService:
                 "size_bytes": body.size_bytes,
             },
         )
-        return self._out(record, upload=self._upload(record)), True
+        return self._out(ctx, record, upload=self._upload(record)), True
 
     def _replay(
         self, ctx: AccessContext, subject_id: str, receipt: UploadReceipt, fingerprint: str
@@ -216,7 +219,7 @@ class ArtifactService:
                 "this request_id started another upload", {"artifact_id": receipt.artifact_id}
             )
         upload = self._upload(record) if record.state is ArtifactState.STAGED else None
-        return self._out(record, upload=upload)
+        return self._out(ctx, record, upload=upload)
 
     def _upload(self, record: ArtifactRecord) -> Upload:
         seconds = self.settings.upload_url_seconds
@@ -244,7 +247,7 @@ class ArtifactService:
         ctx.require_subject(subject_id)
         record = self._row(ctx, subject_id, artifact_id)
         if record.state is ArtifactState.COMMITTED:
-            return self._out(record)
+            return self._out(ctx, record)
         now = self.clock.now()
         if (record.staged_until or 0) < _epoch(now):
             raise UploadIncomplete(
@@ -289,7 +292,7 @@ class ArtifactService:
             "artifact committed",
             extra={"tenant_id": ctx.tenant_id, "artifact_id": artifact_id, "size_bytes": size},
         )
-        return self._out(self._row(ctx, subject_id, artifact_id))
+        return self._out(ctx, self._row(ctx, subject_id, artifact_id))
 
     # ------------------------------------------------------------------- read
 
@@ -306,7 +309,7 @@ class ArtifactService:
             download = Download(
                 url=signed.url, expires_at=self.clock.now() + timedelta(seconds=seconds)
             )
-        return self._out(record, download=download)
+        return self._out(ctx, record, download=download)
 
     # ----------------------------------------------------------------- delete
 
@@ -322,7 +325,10 @@ class ArtifactService:
             raise ArtifactReferenced(
                 "a live memory or checkpoint references this artifact; it lives until the last "
                 "reference is deleted",
-                {"referenced_by": sorted(record.referenced_by)},
+                {
+                    "references": len(record.referenced_by),
+                    "referenced_by": _named_references(ctx, record),
+                },
             )
         now = self.clock.now()
         try:
@@ -512,7 +518,11 @@ class ArtifactService:
 
     @staticmethod
     def _out(
-        record: ArtifactRecord, *, upload: Upload | None = None, download: Download | None = None
+        ctx: AccessContext,
+        record: ArtifactRecord,
+        *,
+        upload: Upload | None = None,
+        download: Download | None = None,
     ) -> ArtifactOut:
         return ArtifactOut(
             artifact_id=record.artifact_id,
@@ -525,7 +535,8 @@ class ArtifactService:
             name=record.name,
             sensitivity=Sensitivity(record.sensitivity),
             created_at=record.created_at,
-            referenced_by=sorted(record.referenced_by),
+            referenced_by=_named_references(ctx, record),
+            references=len(record.referenced_by),
             upload=upload,
             download=download,
         )
@@ -534,16 +545,36 @@ class ArtifactService:
 __all__ = ["Artifact", "ArtifactService", "DeletionJobRecorder"]
 
 
-def _check_name(body: StartUpload) -> None:
-    """An artifact's name is shown to every reader of the artifact: personal data in it is
-    kept only in an artifact declared ``pii`` (which only readers with that ceiling see)."""
+def _named_references(ctx: AccessContext, record: ArtifactRecord) -> list[str]:
+    """The records that reference the artifact, named only to a reader that may read
+    every record that could: a memory may be above this reader's ceiling or outside its
+    agent role, a run above its ceiling, and its id would tell the reader it exists."""
+    if ctx.agent_role is None and ctx.max_sensitivity.rank >= Sensitivity.PII.rank:
+        return sorted(record.referenced_by)
+    return []
+
+
+def _classify_name(body: StartUpload) -> Sensitivity:
+    """The artifact's class: as declared, and at least ``pii`` when its name holds
+    personal data. A name is shown to every reader of the artifact, so personal data in
+    it is kept only with the subject's consent (the write policy of memories, sessions
+    and runs) and only in an artifact classified ``pii`` (which only readers with that
+    ceiling see)."""
     found = find_pii([("name", body.name)]) if body.name else []
-    if found and body.sensitivity is not Sensitivity.PII:
-        raise ValidationFailed(
-            "the artifact's name holds personal data; declare the artifact's sensitivity "
-            "pii, or name it without the personal data",
-            {"field": "name", "reason": "pii", "pii_types": sorted({f.pii_type for f in found})},
+    if not found:
+        return body.sensitivity
+    if not body.consent:
+        raise ConsentRequired(
+            "the artifact's name holds personal data; it can be kept only with the "
+            "subject's consent (set consent: true once it is given), or name the artifact "
+            "without it",
+            {
+                "reason": "pii",
+                "pii_types": sorted({f.pii_type for f in found}),
+                "fields": ["name"],
+            },
         )
+    return max(body.sensitivity, Sensitivity.PII, key=lambda s: s.rank)
 
 
 def readable_artifacts(

@@ -31,6 +31,7 @@ from memvault.models.context import (
     DroppedItem,
     Evidence,
     Manifest,
+    ManifestItem,
     Section,
 )
 from memvault.models.memory import Memory
@@ -206,6 +207,34 @@ def render(sections: dict[str, list[ContextItem]]) -> str:
 
 def _sha(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _manifest_items(manifest: Manifest) -> list[ManifestItem]:
+    """The manifest's items, each of the shape an assembly gives (``ManifestItem``). The
+    API checked them already; a manifest built in code without validation (``model_copy``)
+    may hold anything, and is checked here: an id that is an object, a list or a message
+    number past what the stores hold reached the stores and answered 500."""
+    items: list[ManifestItem] = []
+    problems: list[dict[str, str]] = []
+    for n, entry in enumerate(manifest.items):
+        try:
+            items.append(ManifestItem.model_validate(entry))
+        except ValidationError as err:
+            problems += [
+                {
+                    "location": ".".join(str(p) for p in ("items", n, *e["loc"])),
+                    "problem": e["msg"],
+                    "type": e["type"],
+                }
+                for e in err.errors()
+            ]
+    if problems:
+        raise ValidationFailed(
+            "the manifest's items are not as an assembly gives them at: "
+            + ", ".join(p["location"] for p in problems[:5]),
+            {"errors": problems},
+        )
+    return items
 
 
 def _normalised(text: str) -> str:
@@ -496,7 +525,7 @@ class ContextAssembler:
             output_reserve=reserve,
             used_tokens=sum(i.tokens for i in kept),
             order=order,
-            items=listing,
+            items=[ManifestItem.model_validate(entry) for entry in listing],
             dropped=dropped,
             inputs=req.model_dump(mode="json"),
             assembled_at=self.clock.now(),
@@ -537,12 +566,10 @@ class ContextAssembler:
                 self.memories.version_for_reproduction(ctx, subject_id, id_)
             ),
         }
+        items = _manifest_items(manifest)
         try:
-            kept = [
-                fetchers[entry["section"]](entry["id"], entry["version"])
-                for entry in manifest.items
-            ]
-        except (KeyError, IndexError, ValueError, TypeError, AttributeError) as err:
+            kept = [fetchers[entry.section](entry.id, entry.version) for entry in items]
+        except (KeyError, IndexError, ValueError, TypeError, AttributeError, OverflowError) as err:
             raise ValidationFailed(
                 "the manifest is not one this service produced; it cannot be reproduced",
                 {"error": type(err).__name__},

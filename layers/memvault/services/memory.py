@@ -40,6 +40,7 @@ from memvault.models.memory import (
     MemoryPatch,
     MemoryStatus,
     MemoryWrite,
+    Sensitivity,
     SourceType,
 )
 from memvault.observability import logger
@@ -135,6 +136,7 @@ class MemoryService:
                 sensitivity=cmd.sensitivity,
                 consent=cmd.consent,
                 identifiers={"request_id": cmd.request_id, "artifact_id": cmd.artifact_id},
+                visibility=list(cmd.visibility),
             )
         )
         if cmd.artifact_id and not readable_artifacts(
@@ -449,12 +451,17 @@ class MemoryService:
                 page_size=_PAGE,
             )
             for m in page:
+                if not self._readable(ctx, m, epoch, now):
+                    continue
                 if len(items) == limit:
-                    # Stop after the last item handed out; the next page starts there.
+                    # A next page only when an item this caller may read follows: a token
+                    # handed out because hidden items follow (its page then empty) told
+                    # a reader below their ceiling that they exist. The read-ahead stops
+                    # at the first readable item, and scans no more than the next call
+                    # would; the next page starts after the last item handed out.
                     after = items[-1].memory_id
                     return MemoryPage(items=items, next_token=_encode_token(after))
-                if self._readable(ctx, m, epoch, now):
-                    items.append(m)
+                items.append(m)
             start = last
             if start is None:
                 return MemoryPage(items=items, next_token=None)
@@ -466,8 +473,9 @@ class MemoryService:
         chain, current, epoch = self._resolve(ctx, subject_id, memory_id)
         now = self.clock.now()
         versions = self.repo.versions(ctx.tenant_id, subject_id, chain.versions)
+        cut = _withheld_through(ctx, versions)
         return sorted(
-            (v for v in versions if self._shown(ctx, v, current, epoch, now)),
+            (v for v in versions if self._shown(ctx, v, current, epoch, now, cut)),
             key=lambda v: v.version,
         )
 
@@ -477,27 +485,38 @@ class MemoryService:
         """One exact version, as history would show it (never one deleted or expired since)."""
         chain, current, epoch = self._resolve(ctx, subject_id, memory_id)
         version = self.repo.version(ctx.tenant_id, subject_id, memory_id)
+        cut = _withheld_through(ctx, self.repo.versions(ctx.tenant_id, subject_id, chain.versions))
         if (
             version is None
             or version.chain_id != chain.chain_id
-            or not self._shown(ctx, version, current, epoch, self.clock.now())
+            or not self._shown(ctx, version, current, epoch, self.clock.now(), cut)
         ):
             raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
         return version
 
     def _shown(
-        self, ctx: AccessContext, m: Memory, current: Memory, epoch: int, now: datetime
+        self,
+        ctx: AccessContext,
+        m: Memory,
+        current: Memory,
+        epoch: int,
+        now: datetime,
+        cut: int,
     ) -> bool:
         """Whether version ``m`` of a live chain whose current version is ``current`` may
         be shown to this caller: only while it may read ``current`` now (what ``get``
-        checks) and ``m`` itself. The stricter of the two classifications wins: a fact
-        reclassified above the caller (sensitivity or visibility) takes every older
-        version with it, and an older version classified above the caller stays withheld
-        after the fact is lowered. Every route that shows or names old versions holds to
-        this: history, export, reproduction, a recall's trace (and a write's replay, by
-        sensitivity and visibility: ``_newer_unreadable``)."""
-        return self._readable(ctx, current, epoch, now) and self._shown_in_history(
-            ctx, m, epoch, now
+        checks), ``m`` itself, and every version after ``m`` (``cut`` is the newest
+        version it may not read: ``_withheld_through``). A reclassification above the
+        caller (sensitivity or visibility) is a statement about what came before it too:
+        it takes every older version with it, and they stay withheld after the fact is
+        lowered or widened again with new content (which would otherwise republish the
+        very text that was just redacted). Every route that shows or names old versions
+        holds to this: history, export, reproduction, a recall's trace (and a write's
+        replay, by sensitivity and visibility: ``_newer_unreadable``)."""
+        return (
+            m.version > cut
+            and self._readable(ctx, current, epoch, now)
+            and self._shown_in_history(ctx, m, epoch, now)
         )
 
     def _shown_in_history(self, ctx: AccessContext, m: Memory, epoch: int, now: datetime) -> bool:
@@ -526,14 +545,19 @@ class MemoryService:
         )
         live = {c.chain_id: c for c in chains if c.live and c.subject_epoch == epoch}
         by_id = {m.memory_id: m for m in held}
-        unread = [c.current_memory_id for c in live.values() if c.current_memory_id not in by_id]
+        # Every version of the chains named: a later one may withhold an earlier one.
+        unread = [v for c in live.values() for v in c.versions if v not in by_id]
         by_id |= {m.memory_id: m for m in self.repo.versions(t, subject_id, unread)}
+        cuts = {
+            chain_id: _withheld_through(ctx, [by_id[v] for v in c.versions if v in by_id])
+            for chain_id, c in live.items()
+        }
         now = self.clock.now()
         shown: set[str] = set()
         for m in held:
             chain = live.get(m.chain_id)
             current = by_id.get(chain.current_memory_id) if chain else None
-            if current is not None and self._shown(ctx, m, current, epoch, now):
+            if current is not None and self._shown(ctx, m, current, epoch, now, cuts[m.chain_id]):
                 shown.add(m.memory_id)
         return shown
 
@@ -553,11 +577,16 @@ class MemoryService:
             for c in chains
             if c.live and c.subject_epoch == epoch and c.current_memory_id in by_id
         }
+        of_chain: dict[str, list[Memory]] = {}
+        for v in versions:
+            of_chain.setdefault(v.chain_id, []).append(v)
+        cuts = {chain_id: _withheld_through(ctx, vs) for chain_id, vs in of_chain.items()}
         held = sorted(
             (
                 v
                 for v in versions
-                if v.chain_id in current and self._shown(ctx, v, current[v.chain_id], epoch, now)
+                if v.chain_id in current
+                and self._shown(ctx, v, current[v.chain_id], epoch, now, cuts[v.chain_id])
             ),
             key=lambda v: (v.chain_id, v.version),
         )
@@ -630,6 +659,7 @@ class MemoryService:
                 consent=consent,
                 confirmed=patch.status == "active"
                 or (current.status is MemoryStatus.ACTIVE and kept),
+                visibility=current.visibility if patch.visibility is None else patch.visibility,
             )
         )
         provenance.check_supersede(
@@ -829,9 +859,23 @@ class MemoryService:
         or memories visible to two different agent roles could never be erased. An agent
         may only delete what it may read, so an agent's token must be able to read every
         memory held (every version not yet deleted or expired: sensitivity and
-        visibility). The refusal says only that some memory is beyond the token."""
+        visibility). The refusal says only that some memory is beyond the token.
+
+        Forgetting also erases the subject's sessions, runs and artifacts, which carry a
+        sensitivity of their own (no visibility). An agent below the top ceiling (pii) is
+        refused outright rather than after looking for them: it could not read a pii
+        session message, run or artifact, nor delete one directly, and the refusal must
+        not depend on whether one exists."""
         if ctx.agent_role is None:
             return
+        if ctx.max_sensitivity.rank < Sensitivity.PII.rank:
+            raise Forbidden(
+                "forgetting a subject erases its sessions, runs and artifacts of every "
+                "sensitivity; an agent's token may ask for it only with max_sensitivity "
+                "pii (and a role that reads every memory); the subject or the tenant's "
+                "service may always",
+                {"subject_id": subject_id, "max_sensitivity": ctx.max_sensitivity.value},
+            )
         now = self.clock.now()
         epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
         versions, chains = self.repo.subject_items(ctx.tenant_id, subject_id)
@@ -1019,3 +1063,12 @@ def _decode_token(token: str | None) -> str | None:
             {"field": "next_token"},
         )
     return after
+
+
+def _withheld_through(ctx: AccessContext, versions: Sequence[Memory]) -> int:
+    """The newest version of a chain this caller may not read by its classification
+    (sensitivity or visibility), 0 if none: no version up to it may be shown."""
+    return max(
+        (v.version for v in versions if not ctx.may_read(v.sensitivity, v.visibility)),
+        default=0,
+    )

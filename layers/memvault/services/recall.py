@@ -236,6 +236,16 @@ class RecallService:
             },
         )
         if tracing:
+            # A fact found only by the key the query named, which this caller may not
+            # read, was never its candidate: the index would not have proposed it, and
+            # counting it would tell the caller that a hidden fact holds that key.
+            hidden = {
+                d.chain_id
+                for d in drops
+                if d.reason in ("ceiling", "visibility")
+                and d.chain_id in candidates
+                and candidates[d.chain_id].sources == ["canonical_key"]
+            }
             self._record(
                 ctx,
                 subject_id,
@@ -244,13 +254,13 @@ class RecallService:
                 now,
                 origin=origin,
                 candidates={
-                    "exact_key": sum(c.exact_key for c in candidates.values()),
+                    "exact_key": sum(c.exact_key for c in candidates.values()) - len(hidden),
                     "keyword": len(found.keyword),
                     "vector": len(found.vector),
-                    "fused": len(candidates),
-                    "validated": min(start, len(ordered)),
+                    "fused": len(candidates) - len(hidden),
+                    "validated": min(start, len(ordered)) - len(hidden),
                 },
-                drops=drops,
+                drops=[d for d in drops if d.chain_id not in hidden],
                 below_floor=allowed - len(valid),
             )
         return result

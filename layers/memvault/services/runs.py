@@ -50,8 +50,8 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.observability import logger
-from memvault.policy.pii import find_pii, refuse_personal_ids
-from memvault.policy.secrets import refuse_secrets, structured_fields, text_fields
+from memvault.policy.pii import PiiFinding, find_pii, find_structured_pii, refuse_personal_ids
+from memvault.policy.secrets import refuse_secrets, structured_fields
 from memvault.services.artifacts import readable_artifacts
 from memvault.storage.ports.artifacts import ArtifactStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
@@ -193,7 +193,7 @@ class RunService:
         )
         refuse_personal_ids([("run_id", run_id), ("subject_id", body.subject_id)], "the run")
         personal = _personal_fields(
-            [("plan_version", body.plan_version), *text_fields(body.budget, "budget")],
+            _personal_data([("plan_version", body.plan_version)], {"budget": body.budget}),
             body.consent,
             "the run",
         )
@@ -318,12 +318,10 @@ class RunService:
             "the checkpoint",
         )
         personal = _personal_fields(
-            [
-                ("step", body.step),
-                ("plan_version", body.plan_version),
-                *text_fields(body.state or {}, "state"),
-                *text_fields(body.budget or {}, "budget"),
-            ],
+            _personal_data(
+                [("step", body.step), ("plan_version", body.plan_version)],
+                {"state": body.state or {}, "budget": body.budget or {}},
+            ),
             body.consent,
             "the checkpoint",
         )
@@ -474,7 +472,7 @@ class RunService:
         )
         refuse_personal_ids([("operation_id", operation_id)], "the operation")
         personal = _personal_fields(
-            [("result_ref", body.result_ref or "")], body.consent, "the operation"
+            _personal_data([("result_ref", body.result_ref)]), body.consent, "the operation"
         )
         sensitivity = Sensitivity.PII if personal else Sensitivity.INTERNAL
         if body.status is OperationStatus.COMMITTED and body.result_ref is None:
@@ -673,13 +671,22 @@ def _keyed(cp: Checkpoint, run_id: str) -> Checkpoint:
     return cp if cp.run_id == run_id else cp.model_copy(update={"run_id": run_id})
 
 
-def _personal_fields(
-    fields: list[tuple[str, str | None]], consent: bool, what: str
-) -> frozenset[str]:
-    """The top-level fields (``state``, ``budget``, ``step``...) whose text holds personal
-    data, kept only with the subject's consent: the write policy of long-term memory and
-    sessions, applied to run state."""
-    found = find_pii((name, text) for name, text in fields if text)
+def _personal_data(
+    texts: list[tuple[str, str | None]], values: dict[str, Any] | None = None
+) -> list[PiiFinding]:
+    """The personal data in a write's texts (``step``...) and in its structured values
+    (``state``, ``budget``), each value read with the keys it is stored under
+    (:func:`find_structured_pii`): ``{"customer": {"ssn": 123456789}}`` is an SSN."""
+    found = find_pii((name, text) for name, text in texts if text)
+    for name, value in (values or {}).items():
+        found += find_structured_pii(value, name)
+    return found
+
+
+def _personal_fields(found: list[PiiFinding], consent: bool, what: str) -> frozenset[str]:
+    """The top-level fields (``state``, ``budget``, ``step``...) whose content holds
+    personal data (``found``), kept only with the subject's consent: the write policy of
+    long-term memory and sessions, applied to run state."""
     if found and not consent:
         raise ConsentRequired(
             f"{what} contains personal data; it can be kept only with the subject's "
