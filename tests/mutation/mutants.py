@@ -792,16 +792,16 @@ MUTANTS: tuple[Mutant, ...] = (
         "without consent",
     ),
     Mutant(
-        id="recall-trace-explains-hidden-drops",
-        path="layers/memvault/models/trace.py",
-        original='            shown = [d for d in data["dropped"] if d["memory_id"] in readable]\n',
-        replacement='            shown = list(data["dropped"])\n',
+        id="recall-trace-counts-hidden-keyed-facts",
+        path="layers/memvault/services/recall.py",
+        original='                and candidates[d.chain_id].sources == ["canonical_key"]\n',
+        replacement="                and candidates[d.chain_id].sources == []\n",
         kill=(
             "tests/integration/test_traces.py"
-            "::test_a_readers_own_recall_trace_gives_no_reason_for_a_fact_it_may_not_read[sqlite]",
+            "::test_a_readers_own_recall_trace_tells_nothing_of_a_fact_it_may_not_read[sqlite]",
         ),
-        description="a reader's recall trace says a hidden fact holds the key it recalled "
-        "(dropped for ceiling or visibility)",
+        description="a reader's recall trace counts a hidden fact found by the key it "
+        "recalled (exact_key 1, dropped_withheld 1): an oracle for hidden keys",
     ),
 )
 

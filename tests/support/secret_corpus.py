@@ -49,6 +49,7 @@ PARTS = {
     "tuning_d": DATA / "secret_corpus_tuning_d.json",
     "tuning_e": DATA / "secret_corpus_tuning_e.json",
     "tuning_f": DATA / "secret_corpus_tuning_f.json",
+    "tuning_g": DATA / "secret_corpus_tuning_g.json",
     "heldout": DATA / "secret_corpus_heldout.json",
     "heldout_b": DATA / "secret_corpus_heldout_b.json",
     "heldout_c": DATA / "secret_corpus_heldout_c.json",

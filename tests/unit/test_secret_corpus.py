@@ -40,6 +40,7 @@ RECALL_TARGET = {
     "tuning_d": 0.99,
     "tuning_e": 0.99,
     "tuning_f": 0.99,
+    "tuning_g": 0.99,
     "heldout": 0.97,
     "heldout_b": 0.97,
     "heldout_c": 0.97,
@@ -74,6 +75,13 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: (en 0.981, zh 0.982), false positives 1.3% (en 1.6%, zh 0.9%); after it, 0.984 (en 0.981,
 #: zh 0.988) and 0.8% (en 1.6%, zh 0%): every row at target.
 #:
+#: After the ``tuning_g`` round (written by another helper, tuned on by a third; every
+#: held-out part measured once, after it): recall ``heldout`` 0.978 (en 0.974, zh 0.984),
+#: ``heldout_b`` 0.975 (en 0.975, zh 0.975), ``heldout_c`` 0.981 (en 0.981, zh 0.982),
+#: ``heldout_d`` 0.987 (en 0.984, zh 0.990), ``heldout_e`` 0.992 (en 0.991, zh 0.994): every
+#: recall row at target. False positives 1.2% (en 1.5%), 1.6% (en 2.5%), 1.2% (en 2.2%),
+#: 2.0% (en 3.1%), 0.4% (en 0.8%): English rows of ``heldout_b``, ``c`` and ``d`` above 2%.
+#:
 #: (``seen`` is an earlier held-out part, 0.889 and 5.0% when first measured; its misses
 #: were read, so it became tuning material.) Items the same as items of another part were
 #: dropped. The rows below target are expected to fail (strict: one that passes fails the
@@ -82,10 +90,9 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: misses are read, it joins the tuning parts and a newly written part takes its place.
 HELDOUT_OPEN_ISSUE: int | None = 29
 HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {
-    "heldout": {("recall", "en"), ("false_positives", "en")},
-    "heldout_b": {("recall", "all"), ("recall", "en"), ("false_positives", "en")},
-    "heldout_c": {("recall", "all"), ("recall", "en"), ("recall", "zh"), ("false_positives", "en")},
-    "heldout_d": {("false_positives", "all"), ("false_positives", "en")},
+    "heldout_b": {("false_positives", "en")},
+    "heldout_c": {("false_positives", "en")},
+    "heldout_d": {("false_positives", "en")},
 }
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import pytest
 
+from memvault.policy.secret_context import made_password
 from memvault.policy.secret_patterns import looks_secret, normalise
 from memvault.policy.secrets import find_secrets, structured_fields, text_fields
 
@@ -676,3 +677,166 @@ def test_a_structured_secret_and_its_look_alikes_of_the_seventh_corpus(
     value: object, refused: bool
 ) -> None:
     assert bool(find_secrets(structured_fields(value, "state"))) is refused
+
+
+#: What an eighth, independently written tuning part (``tuning_g``) found missed, one or
+#: more per rule that now finds it (each written here anew, not copied from it).
+EIGHTH_SECRETS = [
+    # A password as people make them (words or symbols joined, with digits), after words
+    # about signing in: a sudo or bastion prompt, an account's e-mail, "user / ...".
+    "the bastion asks twice; give it Juniper#Slate44 the second time",
+    "shared login for the survey tool: research@lab.example and it accepted Harbor.Thistle.62",
+    "for the lab printer just use tech / Moss!Anvil-730, nobody changed it",
+    # ... spelled out character by character.
+    "copied off the sticky note on his monitor: M a p l e - R i d g e - 3 8",
+    # A password that mixes Chinese words with ASCII, after its name.
+    "云盘的主密码是 白鹭-Silver-Pond-6614，别发群里",
+    # A Chinese clause whose own verb comes after a word the rule took for one.
+    "密保问题「第一辆车」我写的回答是 Lx5-蓝鸟-09，其实就是密码",
+    # A luggage lock's or a padlock's three digits.
+    "旅行箱的密码锁改成了 482，下车前提醒我",
+    "the padlock combo is 317 now",
+    # A value in Chinese square brackets.
+    "【口令】【Shan-Hai#Jing_58】，复制时去掉括号",
+    # A key in two labelled pieces, spaces around the counts.
+    "腾讯云密钥分两段记：前 12 位 " + _body(_A62, 12, 61) + "，后 12 位 " + _body(_A62, 12, 62),
+    # A seed phrase that holds the word "seed", after a colon that ends a sentence.
+    "keep this safe, it's everything: slot seed fever cruel ocean tribe lamp glove mimic ranch"
+    " pulse dwarf",
+    # A key id named in another clause says nothing of the random value.
+    "the secret half for the sync user is " + _body(_A62, 40, 63) + " — the key id is on the wiki",
+    # A wallet's 64-byte key pair in base58.
+    "exported from my phantom wallet: " + _body(_B58, 88, 64),
+    # A provider's prefix written with spaces around its dash.
+    "the bot one is xoxp - 482019375520 - 9913784405217 - " + _body(_A62, 24, 65) + " (spaced)",
+    # A tag of three words.
+    "amex-pin-8153",
+    # A Wi-Fi network's key is a passphrase; a network named earlier says what "key" opens.
+    "wifi key Bramble-Lantern-27 for the attic network",
+    "the cafe wifi is 'Bean-Guest' and the key is pancakes-on-sundays-81",
+    "wifi key: lighthousekeeper",
+    # A value given as an answer.
+    "I gave 'Pm4 Rowan Tidal' as the answer to the pet question",
+    # A door's, a lock's and a safe's codes.
+    "cabin rental: front door 6620, smart lock 30917",
+    "the safe in the office opens with 44-19-07",
+    "单元门禁密码：#5931",
+    # An arrow between the name and the value; a Wi-Fi pre-shared key.
+    "router admin pw ⇒ Ochre_Wren_2207x",
+    "psk for the lab ap: Lattice-Harbor-93",
+    # A host of an example domain does not make its token an example.
+    "GitLab deploy token scoped to read_registry for example-store.io: "
+    + _body(_A62 + "_", 32, 66),
+]
+
+EIGHTH_BENIGN = [
+    # A URL's scheme is no name and value; a URL after "API key at" is no key.
+    "see 1password://vaults/Personal/items/Bank%20login",
+    'HTTP 401 {"error":{"message":"Incorrect API key provided: sk-live-****...Zq7B. You can'
+    ' find your API key at https://console.acme-ai.dev/account/api-keys.","type":"auth"}}',
+    # Words of another setting do not qualify a name ("app-secret,key").
+    "Helm values: name=app-secret,key=password,optional=false",
+    # A log line's next setting is no password.
+    "audit event=login method=password mfa=sms result=ok",
+    # A regular expression's ".*", an environment variable, a fill-me placeholder.
+    "sed -i 's/^API_SECRET=.*/API_SECRET=/' app.env",
+    "docker build --secret id=pip,src=$HOME/.pip.conf -t api:dev .",
+    "DB_PASSWORD=__FILL_ME_IN__",
+    # An error's name in camel case, "Id" among its words.
+    "sts returned (InvalidClientTokenId) for GetSessionToken: the security token in the"
+    " request is invalid",
+    # A token whose signature is a placeholder.
+    "Docs example: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJkZW1vIn0.SIGNATURE_PLACEHOLDER",
+    "Docs example: eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiJkZW1vIn0.signature",
+    # Common passwords called defaults.
+    "removed the hard-coded default password qwerty123 from the seed script",
+    "删除了默认口令 12345678，改成首次登录强制修改",
+    # AWS's example key id in a sample its first line calls documentation's.
+    "AWS docs sample config:\n[profile dev]\naws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+    # An OpenPGP fingerprint in GnuPG's groups.
+    "release signing key fingerprint: 7D1E 4A90 C3B2 58F6 0A1D  9E4C 21B7 F05A 6C83 D2E9",
+    # What a token is for makes the value a commit's hash.
+    "the token for the release commit is " + _body(_HEX, 40, 67),
+    # A tutorial's password; a Vault token's accessor; a pattern with its count.
+    'Our tutorial uses the password "s3cret!" for the demo user; never use it for real',
+    "Vault token accessor: 8609694a-cdbc-db9b-d345-e782dbb562ed (not the token)",
+    "pattern for AWS secret keys: [A-Za-z0-9/+=]{40}",
+    # Code that reads a secret; a fake key's own word.
+    'secret = vault_client.read("payments/stripe")',
+    "our mocks use sk_test_FAKE" + _body(_A62, 20, 68),
+]
+
+#: Look-alikes of what the new rules find: names of products and groups, a password
+#: offered as a weak one, a transaction's signature, a room's number, a word.
+EIGHTH_LOOK_ALIKES = [
+    "Upgraded the jump hosts to Windows-Server-2022 and re-ran the login checks",
+    "user account Team-Bravo-07 was created for the login audit",
+    "R&D-Budget-2025 spreadsheet is shared with the account managers",
+    "zxcvbn scores Autumn2025! as weak: a season, a year and a symbol",
+    "Solana tx signature " + _body(_B58, 88, 69) + " confirmed in my phantom wallet",
+    "office door 1203 is the conference room",
+    "I used Python as the answer language for the quiz",
+    "guest wifi is slow; the key is to restart the router",
+    "密码锁的默认密码是 000，收到后请修改",
+]
+
+
+@pytest.mark.parametrize("text", EIGHTH_SECRETS)
+def test_a_credential_an_eighth_corpus_missed_is_found(text: str) -> None:
+    assert find_secrets([("content", text)]), text
+
+
+@pytest.mark.parametrize("text", EIGHTH_BENIGN + EIGHTH_LOOK_ALIKES)
+def test_a_look_alike_an_eighth_corpus_flagged_is_not_a_credential(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        # A value read with the sibling field that says what it is.
+        ({"k": _body(_A62 + "/+", 40, 70), "k_note": "AWS secret for the export user"}, True),
+        ({"k": "eu-west-1", "k_note": "AWS region for the export user"}, False),
+        ({"h": "5f4dcc3b5aa765d61d8327deb882cf99", "h_note": "md5 of the old password"}, False),
+        # A seed phrase stored word by word, one of its words "seed".
+        (
+            {
+                "backup": {
+                    "words": [
+                        *("hedgehog", "seed", "anchor", "violin", "mountain", "tribe"),
+                        *("cradle", "lunar", "spoon", "orbit", "fabric", "dwarf"),
+                    ]
+                }
+            },
+            True,
+        ),
+        # A scanner's finding whose verdict calls it documentation's example.
+        (
+            {"hits": [{"match": "AKIAIOSFODNN7EXAMPLE", "verdict": "allowlisted: docs example"}]},
+            False,
+        ),
+        ({"hits": [{"match": "AKIAIOSFODNN7EXAMPLE", "verdict": "confirmed leak"}]}, True),
+    ],
+)
+def test_a_structured_secret_and_its_look_alikes_of_the_eighth_corpus(
+    value: object, refused: bool
+) -> None:
+    assert bool(find_secrets(structured_fields(value, "state"))) is refused
+
+
+@pytest.mark.parametrize(
+    ("run", "shape"),
+    [
+        ("Tamarind-Sleet-91", "words"),
+        ("Tr1ton-Kelp-55", "words"),
+        ("Wr8#Lq!vZ2pM", "symbols"),
+        ("Windows-Server-2022", None),
+        ("deploy@Build01", None),
+        ("Hello%20World2", None),
+        ("report-2024.pdf", None),
+        ("P@ssw0rd", None),
+        ("Pa**word1!", None),
+    ],
+)
+def test_a_password_people_make_has_a_shape_of_its_own(run: str, shape: str | None) -> None:
+    assert made_password(run) == shape

@@ -14,6 +14,9 @@ they cannot read is found here, on a whole text at a time:
 * credentials in URL query parameters (``?key=...``, ``&appid=...``);
 * what a command that prints a stored secret printed (``kubectl get secret ... | base64
   -d`` and the line after it, ``op read op://... -> ...``).
+* a password as people make them (``Tamarind-Sleet-91``, ``Quill&Ember2024``) after words
+  about signing in ("sudo", "the vpn wanted", "login", an account's e-mail, "user / "),
+  unless the text discusses passwords (examples, defaults, strength, policies).
 
 Every derivation is bounded (lengths, counts), so a long text costs a few linear scans.
 """
@@ -28,6 +31,7 @@ from collections.abc import Iterator
 
 from memvault.policy.secret_values import (
     Kind,
+    common_password,
     is_documentation_example,
     is_placeholder,
     looks_random,
@@ -35,6 +39,7 @@ from memvault.policy.secret_values import (
     name_kind,
     wordlike,
 )
+from memvault.policy.secret_views import collapsed
 from memvault.policy.secret_wordlist import bip39_share
 
 __all__ = ["BASE64_RUN", "base64_text", "context_secrets"]
@@ -88,6 +93,24 @@ _GENERIC = re.compile(
     r"|do not use|example|sample|placeholder|format|looks like|pattern)\b"
     r"|例如|比如|示例|格式|不要用"
 )
+
+
+#: Addresses whose names hold "example" ("example-shop.net", "ops@acme.example",
+#: "https://example.com/..."): a domain reserved for examples, used for real-looking
+#: hosts, says nothing of the value beside it.
+_EXAMPLE_HOSTS = re.compile(
+    r"(?<!\S)\S*(?:@|://)\S*|(?<![\w.-])[\w-]*example[\w-]*(?:\.[\w-]+)+"
+    r"|(?<![\w-])(?:[\w-]+\.)+example\b",
+    re.IGNORECASE,
+)
+
+
+def _generic(line: str) -> bool:
+    """Whether a line offers its value as an example, a rule or a bad one (its hosts'
+    names aside)."""
+    if not _GENERIC.search(line):
+        return False
+    return bool(_GENERIC.search(_EXAMPLE_HOSTS.sub(" ", line)))
 
 
 def _judge(value: str, kinds: list[Kind]) -> bool:
@@ -204,8 +227,9 @@ def _derived(line: str, backwards: bool) -> Iterator[str]:
 
 #: A value in quotes or brackets, however many: "「『Pg#Zh!2024db』」 ... 数据库密码".
 _QUOTED = re.compile(
-    r"[\"'`\u201c\u2018\u300c\u300e\u00ab(\[]+(?P<v>[^\s\"'`\u201d\u2019\u300d\u300f\u00bb)\]]{8,64})"
-    r"[\"'`\u201d\u2019\u300d\u300f\u00bb)\]]"
+    r"[\"'`\u201c\u2018\u300c\u300e\u3010\u00ab(\[]+"
+    r"(?P<v>[^\s\"'`\u201d\u2019\u300d\u300f\u3011\u00bb)\]]{8,64})"
+    r"[\"'`\u201d\u2019\u300d\u300f\u3011\u00bb)\]]"
 )
 
 
@@ -224,7 +248,7 @@ def _strong(value: str) -> bool:
 _PIECE = re.compile(
     r"(?:(?:first|second|third|fourth|last|other)\s+(?:half|part|piece|bit)|part\s*\d(?:/\d)?"
     r"|piece\s*\d|前半段?|后半段?|前半部分|后半部分|上半段?|下半段?|第[一二三四1-4]段|第[一二三四1-4]部分"
-    r"|[前后][一二两三四五六七八九十\d]{1,2}位|(?:first|last)\s+(?:\w+\s+)?(?:digits|characters|chars))"
+    r"|[前后]\s*[一二两三四五六七八九十\d]{1,2}\s*位|(?:first|last)\s+(?:\w+\s+)?(?:digits|characters|chars))"
     r"\s*[:=]?\s*[\"'\u201c\u300c]?(?P<v>[^\s\"'\u201d\u300d,;]{2,40})"
 )
 
@@ -257,6 +281,25 @@ _NOT_A_KEY = re.compile(
     r"|reverted|rebase|cherry-pick|regression|introduced in)(?![a-z])"
     r"|交易|哈希|摘要|校验|公钥|地址|区块|提交"
 )
+#: A 64-byte key pair in base58 (a Solana wallet's export: 86 to 88 characters). A
+#: transaction's signature has the same shape, so a wallet must be named, and no
+#: signature or transaction.
+_BASE58_64 = re.compile(r"(?<![1-9A-Za-z])[1-9A-HJ-NP-Za-km-z]{86,88}(?![0-9A-Za-z])")
+_NOT_A_KEY_PAIR = re.compile(r"(?i)signature|(?<![a-z])sig(?![a-z])|签名|explorer|solscan")
+
+
+def _base58_key(line: str) -> bool:
+    if len(line) < 86 or not (_WALLET.search(line) or "solana" in line.lower()):
+        return False
+    m = _BASE58_64.search(line)
+    return (
+        m is not None
+        and not _NOT_A_KEY.search(line)
+        and not _NOT_A_KEY_PAIR.search(line)
+        and looks_random(m.group(), min_length=32)
+    )
+
+
 _BYTE_ARRAY = re.compile(r"\[\s*(?:\d{1,3}\s*,\s*){63}\d{1,3}\s*\]")
 #: Matched on the lower-cased text (a case-insensitive alternation is slow in ``re``).
 _SEED_CONTEXT = re.compile(
@@ -317,12 +360,17 @@ def _seed_phrase(text: str) -> bool:
     low = text.lower()
     context = _SEED_CONTEXT.search(low if len(low) == len(text) else text.lower())
     if context:
-        near = text[context.start() : context.start() + 800]
-        return any(12 <= count <= 25 for count, _ in _seed_runs(near))
+        # The word that says "seed" may be one of the phrase's own (BIP-39 has "seed"):
+        # the run may start a little before it.
+        near = text[max(0, context.start() - 120) : context.start() + 800]
+        if any(12 <= count <= 25 for count, _ in _seed_runs(near)):
+            return True
     for line in text.split("\n"):
         if not 12 <= len(line.split()) <= 40:
             continue  # fewer than twelve words (with a label), or a paragraph
         body = _LABEL.sub("", line, count=1)
+        if ":" in body and len(body.rsplit(":", 1)[1].split()) in (12, 15, 18, 21, 24):
+            body = body.rsplit(":", 1)[1]  # "writing this here so I don't lose it: ..."
         tokens = body.split()
         if len(tokens) not in (12, 15, 18, 21, 24):
             continue
@@ -378,15 +426,17 @@ def _wordy(token: str) -> bool:
 
 
 def _random_near_name(line: str, kinds: list[Kind]) -> bool:
-    """A random token in a line that names a key, token or password, unless the line
-    says the token is a hash, a commit, an address or an id."""
-    if not any(k in (Kind.TOKEN, Kind.PASSWORD) for k in kinds) or _NOT_A_KEY.search(line):
+    """A random token in a line that names a key, token or password, unless the words
+    around the token say it is a hash, a commit, an address or an id."""
+    if not any(k in (Kind.TOKEN, Kind.PASSWORD) for k in kinds):
         return False
-    if _GENERIC.search(line):
+    if _generic(line):
         return False
     for m in _RANDOM.finditer(line):
         token = m.group().rstrip("=")
         if is_documentation_example(token) or _ID.fullmatch(token) or _wordy(token):
+            continue
+        if _said_not_a_key(line, m.start(), m.end()):
             continue
         if _b64_text(m.group()):
             continue  # base64 of ordinary text: what it says is scanned as its own view
@@ -399,6 +449,25 @@ def _random_near_name(line: str, kinds: list[Kind]) -> bool:
         if looks_random(token, min_length=20) or _HEX_TOKEN.fullmatch(token):
             return True
     return False
+
+
+#: Where the clause a token ends goes on to another: what follows says nothing of it.
+_CLAUSE_END = re.compile(r"[.;!?\u2014\u2013]|\s-\s|,\s|\u3002|\uff1b")
+
+
+def _said_not_a_key(line: str, start: int, end: int) -> bool:
+    """Whether the words before a token in its line, or after it in its clause, call it a
+    hash, a commit, an address or an id ("commit 3f9a...", "... (the tx hash)"); a key id
+    named in another clause ("... — the key id is in the ticket") says nothing of it."""
+    if _NOT_A_KEY.search(line, 0, start):
+        before = line[:start]
+        # Only in the token's own sentence.
+        cut = max(before.rfind(". "), before.rfind("; "), before.rfind("\u3002"))
+        if _NOT_A_KEY.search(before[cut + 1 :] if cut >= 0 else before):
+            return True
+    after = line[end : end + 60]
+    clause = _CLAUSE_END.search(after)
+    return bool(_NOT_A_KEY.search(after[: clause.start()] if clause else after))
 
 
 def _b64_text(run: str) -> bool:
@@ -481,6 +550,197 @@ def _revealed(text: str) -> bool:
     return False
 
 
+# --- passwords people make ------------------------------------------------------------------
+
+#: A run a password may be: ASCII letters, digits and the symbols passwords use, not a
+#: piece of a path (no "/" or "\\" beside it); eight to forty characters.
+_MADE_RUN = re.compile(
+    r"(?<![A-Za-z0-9_!#$%&*+=?@^~.\-/\\])[A-Za-z0-9_!#$%&*+=?@^~.\-]{8,40}"
+    r"(?![A-Za-z0-9_!#$%&*+=?@^~\-/\\])"
+)
+_MADE_SYMBOLS = frozenset("!#$%&*?@^~")
+_MADE_PART = re.compile(
+    r"[A-Z][a-z]{2,}|[a-z]{2,}|\d{1,6}|[A-Z][a-z]{2,}\d{1,4}|[A-Z][a-z]+\d{1,4}[A-Z][a-z]+"
+    r"|[A-Z]?[a-z]+(?:[0134][a-z]+)+"  # a word in leetspeak: "Tr1ton"
+)
+_LEET = str.maketrans("0134", "oiea")
+_MADE_SPLIT = re.compile(r"[-_.+=!#$%&*?@^~]+")
+_EMAIL_LIKE = re.compile(r"@[A-Za-z0-9-]+\.[A-Za-z]")
+#: Shapes with a password's symbols that are something else: a user at a host
+#: (``deploy@Build01``), percent-encoding (``Hello%20World2``), a query string
+#: (``?id=42&Page=2``).
+_NOT_MADE = re.compile(
+    r"^[a-z][a-z0-9._\-]{1,30}@[A-Za-z][A-Za-z0-9.\-]*$|%[0-9A-Fa-f]{2}|[?&][A-Za-z_]\w*="
+)
+_FILE_LIKE = re.compile(r"\.[A-Za-z]{2,4}$")
+
+
+#: Words that name products, editions, environments, teams and documents: a run of
+#: them with a number is a name ("Windows-Server-2022", "Q&A-Session-2024"), where
+#: people's passwords join unrelated words ("Cobalt-Hedge-902").
+_NAMING_WORDS = frozenset(
+    {
+        *("windows", "server", "studio", "office", "team", "build", "release", "cloud", "data"),
+        *("web", "app", "node", "edge", "pro", "plus", "ultra", "max", "mini", "home", "lts"),
+        *("enterprise", "standard", "basic", "premium", "update", "service", "pack", "edition"),
+        *("version", "beta", "alpha", "stable", "preview", "test", "dev", "prod", "stage"),
+        *("staging", "sprint", "review", "planning", "budget", "report", "session", "group"),
+        *("project", "phase", "rollout", "cluster", "pool", "region", "zone", "model", "series"),
+        *("ubuntu", "debian", "linux", "macos", "android", "ios", "python", "java", "node"),
+        *("docker", "kubernetes", "postgres", "mysql", "redis", "sql", "api", "sdk", "cli"),
+        *("patch", "hotfix", "fix", "feature", "branch", "draft", "final", "notes", "meeting"),
+        *("quarter", "roadmap", "plan", "guest", "lab", "demo", "sample", "example", "template"),
+        *("bravo", "charlie", "delta", "squad", "unit", "batch", "run", "job", "task", "ticket"),
+        *("invoice", "order", "case", "issue", "room", "floor", "building", "site", "store"),
+    }
+)
+
+
+def _unleet(part: str) -> str:
+    """Digits inside a word read as the letters they stand for ("Tr1ton": "Triton")."""
+    return re.sub(r"(?<=[A-Za-z])[0134](?=[a-z])", lambda m: m.group().translate(_LEET), part)
+
+
+def made_password(run: str) -> str | None:
+    """Whether a run is a password as people make them, and which way: "symbols" (letters
+    of both cases, digits and a symbol of a password's: ``Wr8#Lq!vZ2pM``,
+    ``Quill&Ember2024``) or "words" (capitalised words joined by punctuation, with
+    digits: ``Tamarind-Sleet-91``, ``Velvet.Cobalt.71``). None for anything else: ids,
+    hashes, base64, versions, file names, e-mail addresses, masks and examples."""
+    run = run.rstrip(".?")
+    if run[:1] in "*_~" and run[-1:] == run[:1]:
+        run = run.strip(run[0])  # "**Step2**": emphasis around a word
+    if len(run) < 8 or run[0] in "@#" or _EMAIL_LIKE.search(run) or _FILE_LIKE.search(run):
+        return None
+    if _NOT_MADE.search(run) or "**" in run:
+        return None  # (a password with letters starred out is a mask)
+    if not (
+        any(c.isupper() for c in run)
+        and any(c.islower() for c in run)
+        and any(c.isdigit() for c in run)
+        and sum(c.isalpha() for c in run) >= 4
+    ):
+        return None
+    shape = _shape(run)
+    if shape is None or common_password(run) or is_documentation_example(run):
+        return None
+    return None if shape == "symbols" and looks_random(run, min_length=24) else shape
+
+
+def _shape(run: str) -> str | None:
+    """The way a run of both cases and digits is made, before what it may be else."""
+    if any(c in _MADE_SYMBOLS for c in run):
+        named = any(w.lower() in _NAMING_WORDS for w in re.findall(r"[A-Za-z]{3,}", run))
+        return None if named else "symbols"
+    parts = [p for p in _MADE_SPLIT.split(run) if p]
+    if len(parts) < 2 or not all(_MADE_PART.fullmatch(p) for p in parts):
+        return None
+    words = [w for p in parts for w in re.findall(r"[A-Za-z]{3,}", _unleet(p))]
+    if len(words) < 2 or not any(w[0].isupper() for w in words):
+        return None
+    if any(w.lower() in _NAMING_WORDS for w in words):
+        return None  # "Windows-Server-2022", "Team-Bravo-07": a product's or a group's name
+    if sum(c.isdigit() for c in run) < 2 or not all(wordlike(w) >= 0.5 for w in words):
+        return None
+    return "words"
+
+
+#: What says a text is about signing in to something: a password made of words needs it
+#: (``Windows-Server-2019`` is a product's name).
+_SIGN_IN = re.compile(
+    r"(?i)pass(?:word|wd|phrase|code)?|(?<![a-z])(?:pw|pwd|pin|creds?|vpn|ssh|rdp|sudo|auth"
+    r"|key|code|safe|seed|user(?:name)?)(?![a-z])|credential|log(?:ged)?[ -]?(?:in|on)"
+    r"|sign(?:ed)?[ -]?in|account|wi-?fi|router|admin|prompt|unlock|locked|mailbox|smtp"
+    r"|imap|e-?mail|bastion|jump[ -]?(?:host|box)|sticky note|laptop|secret|wallet|trezor"
+    r"|ledger|combination|vault|keychain|htpasswd|token"
+    # A user's name, a slash, then the password: "use deploy / ...".
+    r"|(?<![\w/])[a-z][\w.@+\-]{1,39}\s+[/+]\s+(?=\S|$)|psk|pre-?shared"
+    # An account named by its e-mail address.
+    r"|[\w.+\-]+@[\w\-]+(?:\.[\w\-]+)+"
+    r"|密码|口令|密钥|账号|账户|帐号|登录|登陆|开机|解锁|堡垒机|跳板机|电脑|路由器|管理员|后台|邮箱"
+    r"|用户名|钱包|助记|私钥|令牌|门禁|凭证|密保"
+)
+#: What says a password shown is an example, a rule's, a weak or a default one: a
+#: discussion of passwords, not anyone's (matched on the lower-cased text).
+_ABOUT_PASSWORDS = re.compile(
+    r"\b(?:e\.g|i\.e|for example|for instance|such as|example|examples|sample|samples"
+    r"|placeholder|dummy|fake|mock|fixtures?|default|common|weak|weakest|weaker|strength"
+    r"|stronger|crack\w*|guess\w*|brute|bits|entropy|zxcvbn|xkcd|breach\w*|pwned|rockyou"
+    r"|dictionary|wordlist|policy|policies|rejected|reject|never use|avoid|don't use"
+    r"|do not use|instead of|format|pattern|regex|rated|rates|rating|score|complexity"
+    r"|masked|redacted|obfuscated|truncated|censored"
+    r"|(?:looks|sounds|something|things|passwords?|ones?) like|like\s+[\"'`\u201c])\b"
+    r"|例如|比如|示例|样例|举例|默认|弱|强度|常见|破解|不要用|格式|正则|复杂度|脱敏|打码"
+)
+
+
+#: Addresses, whose words say nothing of a password ("ops@acme.example", "example.com").
+_ADDRESSES = re.compile(
+    r"(?<!\S)\S*(?:@|://)\S*|(?<![\w-])(?:[\w-]+\.)+example(?:\.[a-z]{2,})?\b"
+    r"|\bexample\.(?:com|org|net|edu)\b"
+)
+
+
+#: Six or more characters spelled out one by one with spaces between them.
+_SPELLED_OUT = re.compile(r"(?<!\S)(?:\S[ \t]{1,3}){5,}\S(?!\S)")
+
+
+def _made_passwords(text: str) -> bool:
+    """A password as people make them, after words about signing in to something in its
+    sentence (or on the line before), unless the text discusses passwords. One made of
+    words must also end its phrase ("... Cinder-Wharf-19 over 587", not "Team-Alpha-01
+    was created") or follow a secret's name ("wifi key Clover-Pantry-93")."""
+    about: bool | None = None
+    previous = ""
+    tried = 0
+    for line in text.split("\n"):
+        signs: list[tuple[int, int]] | None = None
+        for m in _MADE_RUN.finditer(line):
+            shape = made_password(m.group())
+            if shape is None:
+                continue
+            tried += 1
+            if tried > _MAX_MADE:
+                return False
+            if signs is None:  # where the line speaks of signing in, found once
+                signs = [s.span() for s in _SIGN_IN.finditer(line)]
+                signed_before = bool(_SIGN_IN.search(previous[-100:]))
+            start = max(0, m.start() - 100)
+            window = line[start : m.start()]
+            ends = list(_SENTENCE_END.finditer(window))
+            if ends and shape == "words":
+                start += ends[-1].end()  # words need the sign-in in their sentence
+                window = line[start : m.start()]
+            if not (signed_before or any(start <= a and b <= m.start() for a, b in signs)):
+                continue
+            if shape == "words" and not (
+                _PHRASE_ENDS.match(line, m.end()) or _NAMED_JUST_BEFORE.search(window)
+            ):
+                continue
+            if about is None:  # asked once, and only of a text that shows such a password
+                about = bool(_ABOUT_PASSWORDS.search(_ADDRESSES.sub(" ", text.lower())))
+            if not about:
+                return True
+        previous = line
+    return False
+
+
+#: How many password-shaped runs a text is judged by (a long list of names is no one's).
+_MAX_MADE = 24
+_SENTENCE_END = re.compile(r"[.;!?\u3002](?:\s|$)")
+#: What may follow a password that ends its phrase: the end, punctuation, Chinese, or a
+#: small word that starts another phrase ("... over 587", "... on the first try").
+_PHRASE_ENDS = re.compile(
+    r"\s*(?:$|[,;.!?)\]}\"'`\u3002\uff0c\u4e00-\u9fff]|(?:over|on|in|at|for|from|with|and|but|so"
+    r"|now|then|as|to|via|if|when|same|until|since|because|please|too|again|here|there"
+    r"|without|instead|first|or)\b)"
+)
+#: A secret's name right before the password ("wifi key ...", "密码: ...").
+_NAMED_JUST_BEFORE = re.compile(
+    r"(?i)(?:pass(?:word|wd|phrase|code)?|pw|pwd|key|pin|secret|密码|口令|密钥)\s*[:=\-]?\s*$"
+)
+
+
 # --- the whole text ------------------------------------------------------------------------
 
 
@@ -521,13 +781,16 @@ def context_secrets(text: str) -> Iterator[str]:
         ):
             yield "Wallet Private Key"
             return
+        if _base58_key(line):
+            yield "Wallet Private Key"
+            return
         kinds = _names(line)
         if not kinds:
             continue
         if _random_near_name(line, kinds):
             yield "Secret In Context"
             return
-        if _GENERIC.search(line):
+        if _generic(line):
             continue
         for value in _derived(line, backwards):
             tried += 1
@@ -541,3 +804,10 @@ def context_secrets(text: str) -> Iterator[str]:
         text_kinds = [k for line in lines for k in _names(line)]
         if text_kinds and _judge(joined, text_kinds):
             yield "Secret In Context"
+            return
+    if _made_passwords(text):
+        yield "Password In Context"
+        return
+    spelled = collapsed(text) if _SPELLED_OUT.search(text) else None
+    if spelled is not None and _made_passwords(spelled):
+        yield "Password In Context"  # "T r 1 t o n - K e l p - 5 5", read off a note

@@ -16,7 +16,12 @@ import re
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from memvault.policy.secret_values import KNOWN_EXAMPLES, is_documentation_example, looks_random
+from memvault.policy.secret_values import (
+    KNOWN_EXAMPLES,
+    is_documentation_example,
+    looks_random,
+    says_example,
+)
 
 #: A token ends where its alphabet does; a hyphen may follow it when a name goes on in
 #: another script or after a dot ("deepseek-sk-<hex>-配置备份.txt").
@@ -253,7 +258,7 @@ def _accept(fmt: Format, token: str) -> bool:
     if token in KNOWN_EXAMPLES:
         return False
     body = token[len(fmt.prefix) :] if fmt.prefix else token
-    if is_documentation_example(body) or len(set(body)) <= 4:
+    if is_documentation_example(body) or says_example(token) or len(set(body)) <= 4:
         return False
     return not fmt.random_body or looks_random(body, min_length=12)
 

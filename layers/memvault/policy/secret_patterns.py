@@ -25,12 +25,14 @@ from dataclasses import dataclass
 
 from memvault.policy.secret_formats import formats_in
 from memvault.policy.secret_values import (
+    MIXED_SCRIPT_VALUE,
     Kind,
     is_documentation_example,
     is_placeholder,
     is_seed_phrase,
     looks_random,
     looks_secret,
+    mixed_script_password,
     name_kind,
     random_letters,
 )
@@ -105,6 +107,9 @@ def _first_word(rest: str) -> str:
         if close:
             return rest[1 : close.start() + 1]
     word = rest.split(maxsplit=1)[0] if rest.strip() else ""
+    mixed = MIXED_SCRIPT_VALUE.match(word)
+    if mixed and mixed_script_password(mixed.group()):
+        return mixed.group()  # "青山-Blue-River-5521,万一...": Chinese words in the password
     return _CJK_TAIL.sub("", word)  # "Hunter2024!,别告诉别人": the sentence goes on
 
 
@@ -123,6 +128,9 @@ def _judge(name: str, rest: str, *, prose: bool, kind: Kind | None = None) -> bo
     if kind is None:
         return False
     rest = _FILLER.sub("", rest, count=1)
+    three = _THREE_DIGITS.match(rest) if kind is Kind.PIN else None
+    if three and _COMBINATION_LOCK.search(name) and _not_a_run(three.group("v")):
+        return True  # "行李箱密码锁设置为 739": a luggage lock's combination has three digits
     if kind is Kind.PHRASE or (kind is Kind.PASSWORD and "phrase" in name.lower()):
         phrase = _words_run(rest)
         if phrase.count(" ") >= 2 and looks_secret(phrase, prose=prose, kind=Kind.PHRASE):
@@ -136,6 +144,20 @@ def _judge(name: str, rest: str, *, prose: bool, kind: Kind | None = None) -> bo
         if quoted and _quoted_phrase(quoted.group("p")):
             return True  # "the passphrase for ~/.ssh/id_work is 'copper kettle under ...'"
     return looks_secret(_first_word(rest), prose=prose, kind=kind)
+
+
+#: Locks whose combination is three digits (a suitcase's, a padlock's).
+_COMBINATION_LOCK = re.compile(r"(?i)密码锁|行李箱|combination|combo|padlock|luggage|suitcase")
+_THREE_DIGITS = re.compile(
+    r"\s*[\"'\u201c\u300c]?(?P<v>\d{3})(?!\d|[.,:/]\d|[%\-])"
+    r"(?!\s*(?:位|个|次|元|块|号|年|天|秒|分|digits?|numbers?|percent|times|dials?|wheels?))"
+)
+
+
+def _not_a_run(digits: str) -> bool:
+    """Digits that are not one digit repeated or a run ("000", "123"): a lock's factory
+    setting, not anyone's combination."""
+    return len(set(digits)) > 1 and digits not in "0123456789" and digits not in "9876543210"
 
 
 #: A combination given as a dial's turns: three to six, each a direction and a number.
@@ -204,7 +226,7 @@ _KEY_QUALIFIER = (
 )
 _EN_NAMES = (
     r"pass(?:word|wd|phrase|code)s?|pass[ -](?:word|phrase|code)|p[a@4][s$5]{2}w[o0]rd|pwd"
-    r"|pin(?:[ -]?(?:code|number))?|puk|combo|pw|secret(?:[ _-]?key)?|(?:"
+    r"|pin(?:[ -]?(?:code|number))?|puk|combo|pw|psk|pre-?shared key|secret(?:[ _-]?key)?|(?:"
     + _KEY_QUALIFIER
     + r")[ _-]?keys?"
     r"|client[ _-]?secret|(?:key|app|api|consumer|merchant|signing|webhook)[ _]?secret"
@@ -236,7 +258,8 @@ _LINK_WORDS = sorted(
 _LINK = (
     r"(?:\s+(?:" + "|".join(w.replace(" ", r"\s+") for w in _LINK_WORDS) + r")\s*:?"
     # A dash that starts an arrow or a flag ("--from-env-file") is no dash between them.
-    r"|\s*[:=]|\s+[-\u2013\u2014](?![->])|\s*->)\s*"
+    # A colon that starts "//" is a URL's ("API key at https://..."), not a name's.
+    r"|\s*(?::(?!//)|=)|\s+[-\u2013\u2014](?![->])|\s*(?:->|=>|\u2192|\u21d2))\s*"
 )
 #: A name starts a word, not a path, an ARN or an identifier ("arn:...:secret:prod").
 _NAME_START = r"(?<![a-z0-9:/.\-_@<${%])"
@@ -259,9 +282,18 @@ _NOT_ANYONES = frozenset(
 _WORDS_BEFORE = re.compile(r"[a-z][a-z0-9-]*")
 
 
+#: What ends the phrase a name is part of: the words before it belong to another setting
+#: ("name=mysql-secret,key=password" has no "mysql-secret key").
+_PHRASE_END = re.compile(r"[,;=(){}\[\]\"]")
+
+
 def _words_before(low: str, start: int, count: int = 2) -> list[str]:
-    """The last words of the (folded) line before ``start``."""
-    return _WORDS_BEFORE.findall(low[max(0, start - 32) : start])[-count:]
+    """The last words of the (folded) line before ``start``, in the name's own phrase."""
+    window = low[max(0, start - 32) : start]
+    ends = list(_PHRASE_END.finditer(window))
+    if ends:
+        window = window[ends[-1].end() :]
+    return _WORDS_BEFORE.findall(window)[-count:]
 
 
 #: Chinese words just before a secret's name that say the value is documentation's
@@ -275,6 +307,12 @@ def _zh_example_before(line: str, start: int) -> bool:
     return not line.isascii() and bool(_ZH_EXAMPLE_BEFORE.search(line[max(0, start - 8) : start]))
 
 
+#: What a name is for that makes its value a hash or an id of that thing.
+_HASHED = frozenset(
+    {"commit", "hash", "sha", "sha1", "sha256", "digest", "checksum", "fingerprint", "txid"}
+)
+
+
 def _prose(m: re.Match[str], line: str) -> bool:
     name = _group(m, line, "k")
     kind = name_kind(name)
@@ -282,17 +320,38 @@ def _prose(m: re.Match[str], line: str) -> bool:
     qualifier = m.group("q").split()[1:] if m.group("q") else []
     if _NOT_ANYONES.intersection(before) or _NOT_ANYONES.intersection(qualifier):
         return False
+    if _HASHED.intersection(qualifier):
+        return False  # "the token for the merge commit is 9fce...": the commit's hash
     if _zh_example_before(line, m.start()):
         return False
     if kind in (None, Kind.WEAK):
         # "the code to the front door is ...", "the alarm disarm code is ...": what the
         # name is for, or the word before it, says what it is.
-        for word in (*qualifier, *reversed(before)):
+        # "the guest wifi is ... and the key is ...": a place or a network named earlier in
+        # the sentence says what a bare "key" or "code" opens.
+        for word in (*qualifier, *reversed(before), *_sentence_places(m.string, m.start())):
             qualified = name_kind(f"{word} {name}")
             if qualified not in (None, Kind.WEAK):
                 kind = qualified
                 break
     return kind is not None and _judge(name, _group(m, line, "rest"), prose=True, kind=kind)
+
+
+#: Things a bare "key" or "code" opens, named earlier in its sentence.
+_PLACES = frozenset(
+    {
+        *("wifi", "wi-fi", "wpa", "wpa2", "wlan", "network", "ssid", "door", "alarm", "gate"),
+        *("garage", "safe", "locker", "lockbox", "padlock", "keypad"),
+    }
+)
+
+
+def _sentence_places(low: str, start: int) -> list[str]:
+    """The places and networks the (folded) sentence names before ``start``, last first."""
+    window = low[max(0, start - 80) : start]
+    end = max(window.rfind(". "), window.rfind(";"), window.rfind("!"), window.rfind("?"))
+    words = _WORDS_BEFORE.findall(window[end + 1 :])
+    return [w for w in reversed(words) if w in _PLACES]
 
 
 _WORD_BEFORE = re.compile(r"([a-z][a-z0-9]*)[\s_.-]*$")
@@ -310,7 +369,7 @@ _GAP_NOT = frozenset(
         *("expiry", "expires", "expired", "manager", "reset", "id", "hash", "hashed"),
         *("format", "pattern", "field", "type", "requirements", "strength", "complexity"),
         *("limit", "min", "max", "minimum", "maximum", "digits", "characters", "chars"),
-        *("attempts", "retries", "tries", "prefix", "suffix", "public"),
+        *("attempts", "retries", "tries", "prefix", "suffix", "public", "accessor"),
     }
 )
 
@@ -420,7 +479,10 @@ def _reverse(m: re.Match[str], line: str) -> bool:
 
 def _strict(m: re.Match[str], line: str) -> bool:
     """For a value with no ``is`` or ``:`` before it ("password Xy7!..."): it must hold
-    a digit or a symbol, so that "password manager" or "password Reset" pass."""
+    a digit or a symbol, so that "password manager" or "password Reset" pass; and the
+    words before it must not show documentation ("our tutorial uses the password ...")."""
+    if _NOT_ANYONES.intersection(_words_before(m.string, m.start(), count=4)):
+        return False
     if "quote" in m.re.groupindex and m.group("quote"):
         # 'walletpassphrase "amber lantern quietly forty"': a quoted phrase is one value.
         close = line.find(_CLOSING.get(m.group("quote"), m.group("quote")), m.start("v"))
@@ -428,9 +490,14 @@ def _strict(m: re.Match[str], line: str) -> bool:
         if " " in quoted and looks_secret(quoted, prose=False, kind=Kind.PASSWORD):
             return True
     value = _group(m, line, "v").strip("\"'`.,;:!?()")
+    if _OTHER_SETTING.match(value) and name_kind(value.partition("=")[0]) is None:
+        return False  # "method=password mfa=totp": a log line's next setting, not a value
     marked = any(c.isdigit() for c in value) or any(not c.isalnum() for c in value)
     return marked and looks_secret(value, prose=True)
 
+
+#: A setting of its own: a lower-case name, "=", its value.
+_OTHER_SETTING = re.compile(r"[a-z_][a-z0-9_.\-]{1,30}=[^=]")
 
 _CLOSING = {"\u201c": "\u201d", "\u2018": "\u2019", "«": "»"}
 
@@ -492,6 +559,8 @@ def _starts_a_name(line: str, start: int, separator: str = ":") -> bool:
 
 def _assignments(line: str) -> bool:
     for separator in _SEPARATOR.finditer(line):
+        if line.startswith("://", separator.start()):
+            continue  # a URL's scheme ("1password://vaults/..."), not a name and its value
         found = _name_before(line, separator.start())
         if found is None or not _starts_a_name(line, found[1], separator.group()):
             continue
@@ -683,6 +752,19 @@ def _webhook_path(path: str) -> bool:
     ) and not is_documentation_example(path)
 
 
+def _given_as(m: re.Match[str], line: str) -> bool:
+    """A value given as a password or an answer, unless the line offers it as a common,
+    a default or an example one."""
+    if _GENERIC.search(m.string) or _NOT_ANYONES.intersection(_words_before(m.string, m.start())):
+        return False
+    given = _group(m, line, "v")
+    value = _unquote(given)
+    kind = Kind.PIN if m.group("k") == "pin" else Kind.PASSWORD
+    if value == given and not any(not c.isalpha() for c in value):
+        return False  # "used Python as the answer": a word, unquoted and unmarked
+    return looks_secret(value, prose=False, kind=kind)
+
+
 def _pin_near(m: re.Match[str], line: str) -> bool:
     return name_kind(_group(m, line, "k")) is Kind.PIN
 
@@ -723,7 +805,21 @@ def _zh(m: re.Match[str], line: str) -> bool:
     # A full-width semicolon (ASCII after NFKC) ends a Chinese clause: "新版项目密钥是
     # sk-proj-;Anthropic 的是 sk-ant-" gives a prefix, then another clause.
     rest = _group(m, line, "rest").split(";", 1)[0]
-    return kind is not None and _judge(name, rest, prose=False, kind=kind)
+    if kind is None:
+        return False
+    if _judge(name, rest, prose=False, kind=kind):
+        return True
+    # "密保问题……我填的答案是 Qz8-...": the verb found was a word of the clause, whose own
+    # verb comes a few characters on.
+    again = _ZH_AGAIN.match(rest)
+    return (
+        again is not None
+        and not _ZH_NEGATORS.search(again.group())
+        and _judge(name, rest[again.end() :], prose=False, kind=kind)
+    )
+
+
+_ZH_AGAIN = re.compile(r"[\u4e00-\u9fff]{1,8}?(?:是|为|:)")
 
 
 #: A quoted phrase inside the words between a name and its value (the question a
@@ -803,6 +899,7 @@ def _fed_decoded(m: re.Match[str], line: str) -> bool:
 _EN_NEEDS = (
     *("pass", "p@ss", "p4ss", "pw", "pin", "secret", "key", "token", "credential", "code"),
     *("combination", "seed", "mnemonic", "phrase", "words", "answer", "puk", "combo", "pat"),
+    "psk",
 )
 
 #: What a name that calls its value a secret holds (``secret_values.name_kind``).
@@ -1000,7 +1097,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "Secret In Prose",
         re.compile(
             rf"{_NAME_START}(?P<k>{_EN_NAMES})\b(?P<gap>[\s,(?](?:[^.!?\n:=;]|[.?](?=\S)|\?){{0,60}}?)"
-            r"(?:(?:,\s*|\s+)(?:it'?s|it\s+is|they'?re|they\s+are)\s+|:\s*)"
+            r"(?:(?:,\s*|\s+)(?:it'?s|it\s+is|they'?re|they\s+are)\s+|:(?!//)\s*)"
             r"(?P<rest>[^\n]{1,400})"
         ),
         _gapped,
@@ -1023,6 +1120,18 @@ PATTERNS: tuple[Pattern, ...] = (
         ),
         _prose,
         needs=_EN_NEEDS,
+        folded=True,
+    ),
+    Pattern(
+        # "the safe in the closet opens with 27-14-39": what a lock opens with.
+        "Secret In Prose",
+        re.compile(
+            r"\b(?:safe|lock|locker|padlock|lockbox|door|gate|garage|vault)\b[^.;\n]{0,40}?"
+            r"\bopens?\s+with\s+(?:the\s+)?(?:code\s+|combination\s+|pin\s+)?"
+            r"(?P<v>\d[\d\s#*-]{2,20}\d#?)(?![\d.,:/])"
+        ),
+        lambda m, line: looks_secret(_group(m, line, "v").strip(), prose=False, kind=Kind.PIN),
+        needs=("open",),
         folded=True,
     ),
     Pattern(
@@ -1099,6 +1208,34 @@ PATTERNS: tuple[Pattern, ...] = (
             *("login", "logon", "log in", "log on", "cred", "account", "sign", "user"),
             *("登录", "账"),
         ),
+        folded=True,
+    ),
+    Pattern(
+        # "I gave 'Xq7 Pickle Mardi' as the answer", "used Kp9#... as my new password": a
+        # value given, then what it was given as.
+        "Secret In Prose",
+        re.compile(
+            r"\b(?:gave|give|used|use|set|chose|picked|put|entered|typed|made)\s+"
+            r"(?P<v>\"[^\"\n]{4,60}\"|'[^'\n]{4,60}'|\u201c[^\u201d\n]{4,60}\u201d|\S{6,40})\s+as\s+"
+            r"(?:the|my|our|his|her|their|its)\s+(?:new\s+)?(?:security\s+|secret\s+)?"
+            r"(?P<k>answer|password|passcode|passphrase|pin)\b"
+            r"(?=\s*(?:$|[,.;:!?)\u2014-]|(?:for|on|to|of|in|at|so|and|but)\b))"
+        ),
+        lambda m, line: _given_as(m, line),
+        needs=tuple(f" as {w} " for w in ("the", "my", "our", "his", "her", "their", "its")),
+        folded=True,
+    ),
+    Pattern(
+        # "building door 7742", "smart lock 519960": a door's or a lock's keypad code.
+        "Secret In Prose",
+        re.compile(
+            r"(?<![a-z0-9])(?:(?:front|back|side|main|building|garage|entry|gate)\s+door"
+            r"|(?:smart|door|keypad|digital|combination)\s+lock|lockbox|key\s*safe)"
+            # The digits end the phrase: "door 1203 is the conference room" is a room.
+            r"\s*[:#]?\s*(?P<v>\d{4,8})#?(?=\s*(?:$|[,;.)]|and\b|then\b|\())"
+        ),
+        lambda m, line: not _NOT_ANYONES.intersection(_words_before(m.string, m.start())),
+        needs=("door", "lock", "key safe", "keysafe"),
         folded=True,
     ),
     Pattern(

@@ -90,6 +90,8 @@ _KEY_QUALIFIERS = frozenset(
         *("recovery", "bitlocker", "backup", "unlock", "vault", "wifi", "wpa", "network"),
     }
 )
+#: Words before "key" that make it a passphrase a person chose (a Wi-Fi network's key).
+_PASSPHRASE_KEYS = frozenset({"wifi", "fi", "wpa", "wpa2", "wlan", "network", "ssid"})
 #: Words before "pass" that make it a ticket, not a password ("boarding pass").
 _PASS_NOT = frozenset(
     {
@@ -138,7 +140,7 @@ _NEGATORS = frozenset(
         *("reminder", "question", "recovery_email", "link", "page", "form", "screen"),
         *("protected", "encrypted", "redacted", "masked", "secure", "strong", "weak"),
         *("generator", "generation", "length_min", "manager_url", "prefix", "suffix"),
-        *("publishable",),
+        *("publishable", "accessor"),
     }
 )
 #: Words that make a name about something else only as its last word:
@@ -241,6 +243,8 @@ def name_kind(name: str) -> Kind | None:
             return Kind.PIN
         if word == "answer" and before in ("security", "secret", "question"):
             return Kind.PASSWORD
+        if word == "key" and before in _PASSPHRASE_KEYS:
+            return Kind.PASSWORD  # a Wi-Fi network's key is its passphrase
         if word == "key" and before in _KEY_QUALIFIERS:
             return Kind.TOKEN
         if word in _WEAK_WORDS:
@@ -255,6 +259,12 @@ def name_kind(name: str) -> Kind | None:
         if skipped > 2:
             break
     return Kind.WEAK if weak else None
+
+
+def names_a_fact(name: str) -> bool:
+    """Whether a name says its value is a fact about something (a hash, an id, a length,
+    a fingerprint, a reference) by any of its words."""
+    return any(word in _NEGATORS for word in name_words(name))
 
 
 def _ending(word: str) -> str | None:
@@ -294,6 +304,11 @@ _TEMPLATE = re.compile(
 #: Template syntax anywhere in a value: it stands for a secret filled in elsewhere.
 _TEMPLATE_INSIDE = re.compile(
     r"\$\{|\{\{|\$\(|%\(|<[A-Za-z_\- ]{3,}>|\{[A-Z_]{3,}\}|\.\.\.|…|\*{3,}|•{3,}"
+    # A regular expression's "anything" (``s/PASSWORD=.*/.../``), an environment variable
+    # a value is read from (``src=$HOME/.npmrc``): a pattern or a reference, not a value.
+    r"|\.[*+](?![A-Za-z0-9])|(?:^|[=,:(])\$[A-Z_][A-Z0-9_]{2,}\b"
+    # A character class with its count: a pattern ("[A-Za-z0-9/+=]{40}").
+    r"|\[[^\]\s]{2,40}\](?:\{\d|[*+?])"
 )
 #: A value that names where the secret is kept rather than the secret: an environment
 #: variable, a secret manager's reference, a file.
@@ -323,6 +338,7 @@ _NOT_VALUES = frozenset(
         *("base64", "hex", "utf-8", "json", "uuid", "sha256", "sha-256", "md5", "bcrypt"),
         *("argon2", "argon2id", "scrypt", "pbkdf2", "oauth", "oauth2", "saml", "oidc", "mfa"),
         *("totp", "hmac", "rsa", "aes", "tls", "ssl", "x509", "pkcs8", "pkcs12", "pem", "der"),
+        *("signature", "sig"),
     }
 )
 #: Placeholder words inside a value ("your_api_key_here", "sk-example-key").
@@ -330,6 +346,7 @@ _PLACEHOLDER_WORDS = re.compile(
     r"(?i)example|sample|placeholder|dummy|your[_\- ]?(?:api|access|secret|own|real|app"
     r"|token|key|pass|client)|your[_\-][\w\-]*(?:secret|key|token|passw)|_here\b|-here\b|insert|replace[_\-]?me|redacted|change[_\-]?me"
     r"|xxxx|0000000|notreal|not[_\-]a[_\-]real|fake[_\-]|[_\-]fake|lorem|foo[_\-]?bar"
+    r"|fill[_\-]?(?:me|in)(?![a-z])"
 )
 #: Names of algorithms, encodings and formats: what a sentence about a key calls it.
 _TECH_TERM = re.compile(
@@ -472,9 +489,28 @@ def _identifier(value: str) -> bool:
     if not _IDENTIFIER_CHARS.fullmatch(value):
         return False
     words = _IDENTIFIER_WORD.findall(value)
-    return len(words) >= 2 and all(
-        (w.isdigit() and len(w) <= 4) or (len(w) >= 3 and wordlike(w) >= 0.6) for w in words
-    )
+    if len(words) < 2:
+        return False
+    short = 0
+    for w in words:
+        if (w.isdigit() and len(w) <= 4) or (len(w) >= 3 and wordlike(w) >= 0.6):
+            continue
+        if w.lower() not in _SHORT_WORDS or not value.isalnum():
+            return False
+        short += 1
+    # A two-letter word counts among two longer ones in a name written in camel case
+    # ("InvalidClientTokenId"), not in words joined by punctuation (a passphrase's).
+    return short == 0 or len(words) - short >= 2
+
+
+#: Two-letter words an identifier's parts may be (``InvalidClientTokenId``,
+#: ``UseSslIo``): among longer words, no sign of randomness.
+_SHORT_WORDS = frozenset(
+    {
+        *("id", "db", "io", "ui", "os", "ip", "ok", "at", "by", "to", "of", "on", "in", "is"),
+        *("it", "up", "no", "or", "an", "as", "vm", "js", "ts", "go", "my", "if", "do"),
+    }
+)
 
 
 def is_mask(value: str) -> bool:
@@ -511,6 +547,12 @@ KNOWN_EXAMPLES = frozenset(
         "0C28FCA386C7A227600B2FE50B7CAE11EC86D3BF1FBE471BE89827E19D72AA1D",
     }
 )
+
+
+def says_example(value: str) -> bool:
+    """Whether a value's own words call it an example or a fake ("sk_test_FAKE...",
+    "..._EXAMPLE_KEY"), whatever its shape."""
+    return "EXAMPLE" in value.upper() or bool(_PLACEHOLDER_WORDS.search(value))
 
 
 def is_documentation_example(value: str) -> bool:
@@ -557,7 +599,58 @@ def _not_a_value(value: str) -> bool:
         or _DATA_FILE.match(value)
         or _KEY_FILE.match(value)
         or _SECRET_NAME.match(value)
+        or _CALL.match(value)
     )
+
+
+#: A function's call (``getpass.getpass("Password: ")``, ``read_secret(...)``): code that
+#: asks for the value, not the value.
+_CALL = re.compile(r"^[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)*\((?:[\"'\w$)]|$)")
+
+
+#: Segments of a password that mixes scripts: Chinese words and ASCII runs, joined by
+#: its symbols ("青山-Blue-River-5521", "Qz8-刘老师-77").
+MIXED_SCRIPT_VALUE = re.compile(
+    r"(?:[\u4e00-\u9fff]{1,6}|[A-Za-z0-9]+)"
+    r"(?:[-_#@!.&*+~$%]+(?:[\u4e00-\u9fff]{1,6}|[A-Za-z0-9]+)){2,}[!#$%&*+~]?"
+)
+
+
+def mixed_script_password(value: str) -> bool:
+    """Three or more segments, Chinese words among ASCII runs, joined by symbols, with a
+    digit: a password written in both scripts, not a sentence."""
+    return (
+        MIXED_SCRIPT_VALUE.fullmatch(value) is not None
+        and _CJK.search(value) is not None
+        and any(c.isdigit() for c in value)
+        and any(c.isascii() and c.isalpha() for c in value)
+    )
+
+
+#: Passwords every list of the most common ones starts with, and the defaults devices and
+#: test fixtures ship with: public knowledge, no one's secret where a text calls them a
+#: default, a test's, or a common one (``common_password``).
+_COMMON_PASSWORDS = frozenset(
+    {
+        *("1234", "0000", "1111", "12345", "123456", "1234567", "12345678", "123456789"),
+        *("1234567890", "111111", "000000"),
+        *("654321", "123123", "666666", "888888", "112233", "121212", "123321", "1q2w3e4r"),
+        *("password1", "password12", "password123", "password!", "passw0rd", "p@ssw0rd"),
+        *("p@ssword", "p@55w0rd", "pa55word", "pa$$w0rd", "qwerty", "qwerty123", "qwertyuiop"),
+        *("abc123", "abcd1234", "letmein", "welcome1", "welcome123", "admin123", "admin@123"),
+        *("toor", "iloveyou", "secret123", "test123", "test1234", "testpass", "111111111"),
+        *("qwe123", "zaq12wsx", "1qaz2wsx", "hunter2", "trustno1"),
+        # xkcd's weak example, quoted wherever password strength is explained.
+        *("tr0ub4dor&3", "correcthorsebatterystaple"),
+        # (The words among them, "password", "admin", "root", "changeme", are no value
+        # at all: ``_NOT_VALUES``; a user's name stays one: "login is admin / ...".)
+    }
+)
+
+
+def common_password(value: str) -> bool:
+    """One of the passwords every common-password list holds (``123456``, ``P@ssw0rd``)."""
+    return value.strip(_TRIM).lower() in _COMMON_PASSWORDS
 
 
 def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool:
@@ -568,12 +661,16 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
     if is_placeholder(value) or sample_jwt(value):
         return False
     value = value.strip(_TRIM)
-    if len(value) < 4 or is_placeholder(value) or _CJK.search(value):
+    if len(value) < 4 or is_placeholder(value):
         return False
+    if _CJK.search(value):
+        # "青山-Blue-River-5521": Chinese words in a password, joined to the rest by its
+        # symbols; otherwise the sentence going on.
+        return kind is Kind.PASSWORD and mixed_script_password(value)
     if value.startswith("-----"):
         return False  # a PEM header: the private key rule judges the block
-    if kind is Kind.PIN and value.rstrip("#*").isdigit():
-        value = value.rstrip("#*")  # "4821#": the key that ends the code on a keypad
+    if kind is Kind.PIN and value.strip("#*").isdigit():
+        value = value.strip("#*")  # "4821#", "#4821": the keys around a code on a keypad
     if kind is Kind.PIN and _CODES.match(value):
         return True  # "35-12-48" (a combination), "4829 1037 5561" (backup codes)
     if kind is Kind.PIN and not any(c.isdigit() for c in value):

@@ -21,7 +21,7 @@ from itertools import pairwise
 from typing import Any
 
 from memvault.policy.secret_formats import PREFIXES, format_at, prefix_at
-from memvault.policy.secret_values import KNOWN_EXAMPLES, looks_random, wordlike
+from memvault.policy.secret_values import KNOWN_EXAMPLES, looks_random, names_a_fact, wordlike
 
 #: What a text may grow to through its views before it is no longer unwrapped.
 MAX_VIEW_CHARS = 200_000
@@ -93,10 +93,17 @@ def _walk(
             out.append((path, f"{_label(names)}: {_number(value)}"))
     elif isinstance(value, dict):
         _name_value_pair(value, path, out)
+        _noted_values(value, path, out)
+        note = _example_note(value)
         for index, (key, item) in enumerate(value.items()):
             name = str(key)
             out.append((f"{path} (key)", name))
-            _walk(item, f"{path}.{_segment(name, index)}", (*names, name), out, depth + 1)
+            where = f"{path}.{_segment(name, index)}"
+            if note is not None and isinstance(item, str) and "EXAMPLE" in item:
+                # A scanner's finding its verdict calls documentation's example: read with it.
+                out.append((where, f"{_label((*names, name))}: {item} ({note})"))
+                continue
+            _walk(item, where, (*names, name), out, depth + 1)
     elif isinstance(value, list | tuple):
         if (
             names
@@ -114,6 +121,50 @@ def _walk(
             out.append((path, f"{_label(names)}: {' '.join(words)}"))
         for i, item in enumerate(value):
             _walk(item, f"{path}[{i}]", names, out, depth + 1)
+
+
+#: A field that says its record shows documentation's example (a scanner's verdict).
+_EXAMPLE_NOTE = re.compile(
+    r"(?i)\b(?:documentation|docs?|example|sample|allowlist(?:ed)?|false positive)\b"
+    r"|示例|文档|样例"
+)
+
+
+def _example_note(value: dict[Any, Any]) -> str | None:
+    """The first string of a record that calls the record documentation's example."""
+    for item in value.values():
+        if isinstance(item, str) and len(item) <= 200 and _EXAMPLE_NOTE.search(item):
+            return item
+    return None
+
+
+#: A sibling field that says what a field holds: ``{"k": "...", "k_note": "AWS secret"}``.
+_NOTE_SUFFIX = re.compile(
+    r"(?i)^(?P<k>.{1,40}?)[_.\- ]?(?:note|notes|desc|description|comment|hint|label|what"
+    r"|purpose|about|说明|备注|描述|用途)$"
+)
+
+
+def _noted_values(value: dict[Any, Any], path: str, out: list[tuple[str, str]]) -> None:
+    """A value read with the sibling field that describes it, as ``note: value``, unless
+    the value's own key or the note calls it a hash, an id or a public value."""
+    keys = {str(k): v for k, v in value.items()}
+    for key, note in keys.items():
+        m = _NOTE_SUFFIX.match(key)
+        if m is None or not isinstance(note, str) or len(note) > 200 or _NOT_SECRET.search(note):
+            continue
+        described = keys.get(m.group("k"))
+        named = m.group("k")
+        if isinstance(described, str) and described and named != key and not names_a_fact(named):
+            out.append((f"{path}.{named}", f"{note}: {described}"))
+
+
+#: Words of a note that make the value something other than a secret.
+_NOT_SECRET = re.compile(
+    r"(?i)(?<![a-z])(?:hash|hashed|md5|sha\d*|digest|checksum|fingerprint|id|ids|public"
+    r"|address|path|arn|ref|reference|url|name|region|length|count|ttl|expir\w*)(?![a-z])"
+    r"|哈希|摘要|指纹|公钥|地址|路径|编号|名称"
+)
 
 
 def _name_value_pair(value: dict[Any, Any], path: str, out: list[tuple[str, str]]) -> None:
@@ -248,11 +299,26 @@ def _grouped(m: re.Match[str]) -> str:
     return joined if mixed and len(first + body) >= 8 else m.group()
 
 
+#: An OpenPGP fingerprint as GnuPG prints it: ten groups of four hex digits, two spaces
+#: after the fifth. It names a public key; it is not a token written in groups.
+_FINGERPRINT = re.compile(
+    r"(?<![0-9A-Za-z])(?:[0-9A-Fa-f]{4} ){4}[0-9A-Fa-f]{4} {1,2}(?:[0-9A-Fa-f]{4} ){4}"
+    r"[0-9A-Fa-f]{4}(?![0-9A-Za-z])"
+)
+
+
 def collapsed(text: str) -> str | None:
-    """The text with spaced-out or separated characters, and grouped tokens, closed up."""
+    """The text with spaced-out or separated characters, and grouped tokens, closed up
+    (an OpenPGP fingerprint's groups are left as they are)."""
     out = _SPACED.sub(lambda m: re.sub(r"[ \t]+", "", m.group()), text)
     out = _SEPARATED.sub(lambda m: m.group().replace(m.group("s"), ""), out)
-    out = _GROUPED.sub(_grouped, out)
+    prints = [f.span() for f in _FINGERPRINT.finditer(out)]
+    out = _GROUPED.sub(
+        lambda m: (
+            m.group() if any(a < m.end() and m.start() < b for a, b in prints) else _grouped(m)
+        ),
+        out,
+    )
     return out if out != text else None
 
 
@@ -423,13 +489,13 @@ def _words_joined(text: str) -> list[str]:
     """An id-like text of words joined by ``_`` or ``-`` ("my_password_is_Hunter2024!",
     "my-bank-pin-is-4821", a seed phrase joined by hyphens), read with spaces: a tag, a
     key or a request id holds no spaces, so a sentence is written this way to fit one."""
-    if len(text) > 400 or any(c.isspace() for c in text) or len(_JOINER.findall(text)) < 3:
+    if len(text) > 400 or any(c.isspace() for c in text) or len(_JOINER.findall(text)) < 2:
         return []
     if "/" in text:
         return []  # a path or a URL: its hyphens join the words of a name
     views = []
     for joiner in ("_", "-"):
-        if text.count(joiner) >= 3:
+        if text.count(joiner) >= 2:
             views.append(text.replace(joiner, " "))
     return views
 
@@ -455,6 +521,18 @@ _TOKEN_HEAD = re.compile(r"(?<![A-Za-z0-9])[A-Za-z0-9][A-Za-z0-9_\-.$:/]")
 _HEADS = frozenset({*(p[:2] for p in PREFIXES), *(p[:2] for p in _EXTRA)})
 
 
+#: Spaces around a prefix's joiner ("xoxb - ...", "sk - proj - ..."): closed up to find it.
+_SPACED_JOINER = re.compile(r"[ \t]+(?=[-_.])|(?<=[-_.])[ \t]+")
+
+
+def _spaced_prefix(text: str, start: int) -> bool:
+    """Whether a token's prefix starts at ``start`` with spaces around its joiner."""
+    window = text[start : start + 32]
+    if " " not in window[:12] and "\t" not in window[:12]:
+        return False
+    return prefix_at(_SPACED_JOINER.sub("", window), 0) is not None
+
+
 def split_tokens(text: str) -> Iterator[str]:
     """The secret types of provider tokens written in pieces: a prefix, then fragments
     with spaces, line breaks, quotes or a little text between them. A reassembled body
@@ -465,8 +543,12 @@ def split_tokens(text: str) -> Iterator[str]:
         if word.group() not in _HEADS:
             continue
         start = word.start()
-        if prefix_at(text, start) is None and text[start : start + 4] not in _EXTRA:
-            continue
+        if (
+            prefix_at(text, start) is None
+            and text[start : start + 4] not in _EXTRA
+            and not _spaced_prefix(text, start)
+        ):
+            continue  # no prefix here, nor one spaced out ("xoxb - 7579...")
         tried += 1
         if tried > 16:
             return
@@ -525,4 +607,8 @@ def _reassembled(candidate: str) -> str | None:
     if found is None:
         return None
     secret_type, body = found
-    return secret_type if looks_random(body, min_length=12) else None
+    # The body, or one of its segments (Slack's: two numbers, then the random part).
+    random = looks_random(body, min_length=12) or any(
+        looks_random(segment, min_length=16) for segment in re.split(r"[-_.]", body)
+    )
+    return secret_type if random else None

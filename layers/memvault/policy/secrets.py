@@ -11,8 +11,10 @@ memvault's own rules cover what they match (quoted assignments, URLs with a pass
 and judge the value, where the plugins take ``password = "password"`` or
 ``postgres://user:password@host`` from documentation for a credential. Values the
 plugins find that are masks or documentation examples (the jwt.io token, keys that
-say EXAMPLE) are not reported. Findings carry the secret's *type* and the field it was
-found in, never the secret itself.
+say EXAMPLE, a token whose signature is a placeholder) are not reported, and the common
+passwords a text calls defaults, tests' or common ones ("the default password 123456")
+are read as the placeholders they are. Findings carry the secret's *type* and the field
+it was found in, never the secret itself.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from typing import Any
 from memvault.errors import SecretDetected
 from memvault.policy.secret_context import context_secrets
 from memvault.policy.secret_patterns import matches, normalise
-from memvault.policy.secret_values import is_documentation_example, is_mask
+from memvault.policy.secret_values import common_password, is_documentation_example, is_mask
 from memvault.policy.secret_views import MAX_VIEW_CHARS, split_tokens, structured, unwrapped
 
 _DISABLED = {
@@ -193,12 +195,15 @@ _DOCUMENTED = re.compile(
 )
 
 
-def _is_example(secret_type: str, value: str | None, line: str = "") -> bool:
+def _is_example(secret_type: str, value: str | None, line: str = "", text: str = "") -> bool:
     """A plugin's finding that documentation shows: a mask, an ``...EXAMPLE`` key, the
-    jwt.io sample token (its payload names John Doe or subject 1234567890)."""
+    jwt.io sample token (its payload names John Doe or subject 1234567890), a token
+    whose signature is a placeholder. ``text``: the whole text the line is of."""
     if not value:
         return False
     if secret_type == _JWT:
+        if any(is_documentation_example(part) for part in value.split(".")[1:]):
+            return True  # "....SIGNATURE_PLACEHOLDER": no signature, nothing it unlocks
         parts = value.split(".")
         try:
             payload = base64.urlsafe_b64decode(parts[1] + "=" * (-len(parts[1]) % 4))
@@ -217,8 +222,8 @@ def _is_example(secret_type: str, value: str | None, line: str = "") -> bool:
         # credential a write must never store, and the secret key beside it in the same
         # documentation is recognised as an example. A text that itself says the key is
         # documentation's example ("the example key from the AWS docs") is taken at its
-        # word.
-        if "EXAMPLE" in value and _DOCUMENTED.search(line.replace(value, " ")):
+        # word, on any of its lines (a docs sample file: its title, then its lines).
+        if "EXAMPLE" in value and _DOCUMENTED.search((text or line).replace(value, " ")):
             return True
         return is_mask(value)
     return is_documentation_example(value)
@@ -243,9 +248,9 @@ def _whole_token(line: str, value: str | None) -> str | None:
     return line[start:end] or value
 
 
-def _line_types(line: str) -> Iterator[str]:
+def _line_types(line: str, text: str = "") -> Iterator[str]:
     for secret_type, value in _plugin_secrets(line):
-        if not _is_example(secret_type, _whole_token(line, value), line):
+        if not _is_example(secret_type, _whole_token(line, value), line, text):
             yield secret_type
     yield from matches(line)
 
@@ -285,13 +290,40 @@ def _pem_templates(text: str) -> bool:
     )
 
 
+#: Words that say a text's password is a default, a test's or a common one: published,
+#: shipped, on every list, and so no one's secret ("delete the test fixture's default
+#: password 'password123'", "已删除测试夹具里的默认密码 123456"); on the lower-cased text.
+_DEFAULTS_SAID = re.compile(
+    r"\b(?:default|defaults|fixtures?|mock|dummy|common(?:ly)?|most[ -]used|weak|weakest"
+    r"|breach(?:ed)?|pwned|rockyou|leaked[ -]password|top[ -]\d+|blocklist(?:ed)?|denylist"
+    r"|banned|rejected|initial|factory|examples?|samples?|docs?|documentation|tutorial)\b"
+    r"|默认|缺省|常见|弱口令|弱密码|初始|出厂|示例|样例|文档|教程"
+)
+#: A common password as a word of its own (not a part of a longer value).
+_COMMON_CANDIDATE = re.compile(
+    r"(?<![A-Za-z0-9_@#$!&*%+=-])[A-Za-z0-9_@#$!&*.%+=-]{4,20}(?![A-Za-z0-9_@#$!&*%+=-])"
+)
+
+
+def _defaults_masked(text: str) -> str:
+    """The text with the common passwords it calls defaults, tests' or common ones written
+    as the placeholder they are."""
+    if not _DEFAULTS_SAID.search(text.lower()):
+        return text
+    return _COMMON_CANDIDATE.sub(
+        lambda m: "<default>" if common_password(m.group().rstrip(".")) else m.group(), text
+    )
+
+
 def _scan(text: str, depth: int, budget: list[int], template: bool = False) -> Iterator[str]:
     """The secret types in a text, its views included (until one is found)."""
     clean = normalise(text)
+    if depth == 0:
+        clean = _defaults_masked(clean)  # (its views are of the text so masked)
     found = False
     template = template or _pem_templates(clean)
     for line in clean.splitlines() or [clean]:
-        for secret_type in _line_types(line):
+        for secret_type in _line_types(line, clean):
             if template and secret_type == _PRIVATE_KEY:
                 continue
             found = True
