@@ -404,3 +404,18 @@ def test_a_fact_lowered_again_keeps_what_its_raise_withheld(rig: RecallRig, case
     # The owner still reads every version.
     history = call("GET", f"{MEMORIES}/{v3['memory_id']}/history", owner())
     assert [v["version"] for v in history.body["versions"]] == [1, 2, 3]
+
+
+def test_older_versions_of_a_fact_whose_current_version_expired_are_not_exported(
+    rig: RecallRig,
+) -> None:
+    """A fact lives as long as its current version: once that expires, no older version
+    of it is exported, however long its own expiry (each version is judged with its
+    fact, not alone)."""
+    v1 = write(owner(), f"Drafts are reviewed by {CANARY} on Fridays", ttl_seconds=30 * 86400)
+    v2 = patch(owner(), v1["memory_id"], content="Drafts are reviewed on Mondays", ttl_seconds=60)
+    rig.clock.advance(seconds=120)
+    exported = call("GET", f"{S1}/export", owner())
+    assert exported.status == 200, exported.body
+    assert exported.body["memories"] == [] and CANARY not in text(exported)
+    refused(call("GET", f"{MEMORIES}/{v2['memory_id']}/history", owner()), 404, "not_found")

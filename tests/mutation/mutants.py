@@ -481,13 +481,11 @@ MUTANTS: tuple[Mutant, ...] = (
         original="            and self._readable(ctx, current, epoch, now)\n",
         replacement="",
         kill=(
-            f"{RECLASSIFIED}::test_export_serves_no_version_of_a_fact_reclassified_above_the_reader"
-            "[sqlite-public to pii]",
-            f"{RECLASSIFIED}::test_a_recall_trace_withholds_the_ids_of_a_fact_reclassified_above"
-            "_the_reader[sqlite]",
+            f"{RECLASSIFIED}::test_older_versions_of_a_fact_whose_current_version_expired_are"
+            "_not_exported[sqlite]",
         ),
-        description="export and a recall's trace serve (or name) the public version 1 of a "
-        "fact corrected to pii since, to readers that get and history answer 404",
+        description="export serves the older versions of a fact whose current version "
+        "expired (versions judged without their fact's current one)",
     ),
     Mutant(
         id="raise-forgotten-once-lowered",
