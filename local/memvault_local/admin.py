@@ -252,28 +252,11 @@ def reindex_local(
 
 
 def run_reindex(args: Any) -> int:
-    if _local_mode():
-        try:
-            return reindex_local(
-                args.model,
-                switch=args.switch,
-                eval_path=args.eval,
-                out=sys.stdout,
-                tenant_id=args.tenant,
-            )
-        except AdminError as err:
-            print(f"error: {err}", file=sys.stderr)
-            return 2
-    settings = Settings()
+    common = {"switch": args.switch, "eval_path": args.eval, "out": sys.stdout}
     try:
-        return reindex(
-            settings,
-            args.model,
-            tenant_id=args.tenant,
-            switch=args.switch,
-            eval_path=args.eval,
-            out=sys.stdout,
-        )
+        if _local_mode():
+            return reindex_local(args.model, tenant_id=args.tenant, **common)
+        return reindex(Settings(), args.model, tenant_id=args.tenant, **common)
     except AdminError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
