@@ -4,6 +4,11 @@ resolver. A Lambda execution environment handles one request at a time, so that 
 right there; the local server handles requests on threads, where two requests would
 read each other's path parameters. ``make_resolver_thread_safe`` gives every thread its
 own copy of that state, once, before the server starts. Lambda never runs this.
+
+A route also builds its middleware stack in place on its first request, unlocked: threads
+making a route's first requests at once each wrapped the stack the others were building,
+and every later request to that route ran the nested stack and answered 500. The build
+runs under a lock here, once per route.
 """
 
 from __future__ import annotations
@@ -16,6 +21,7 @@ from aws_lambda_powertools.event_handler import api_gateway
 
 _local = threading.local()
 _SHARED = ("current_event", "lambda_context")
+_BUILD_LOCK = threading.Lock()
 
 
 class _PerThread:
@@ -64,4 +70,13 @@ def make_resolver_thread_safe() -> None:
     resolver: Any = api_gateway.ApiGatewayResolver
     resolver.context = _PerThreadDict("context")
     resolver.processed_stack_frames = _PerThreadDict("processed_stack_frames")
+    route: Any = api_gateway.Route
+    build = route._build_middleware_stack
+
+    def build_once(self: Any, router_middlewares: list[Any], app: Any) -> None:
+        with _BUILD_LOCK:
+            if not self._middleware_stack_built:
+                build(self, router_middlewares, app)
+
+    route._build_middleware_stack = build_once
     base.__class__ = _ThreadLocalRouterMeta

@@ -176,6 +176,55 @@ def test_concurrent_requests_on_threads_each_get_their_own_answer(services: Serv
     assert seen == {s: [s] * 5 for s in subjects}
 
 
+def test_a_route_first_requested_on_threads_at_once_builds_its_middleware_once(
+    services: Services, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Powertools builds a route's middleware stack in place on the route's first request,
+    unlocked. Threads making a route's first requests at once each wrapped the stack the
+    others were building; every later request to that route then ran the nested stack and
+    answered 500. CI saw it once: 62 of the 64 first PATCHes of a memory answered 500.
+
+    The threads here enter the build together; whichever order they run in, a second build
+    is the nesting the race made, and without the lock-and-recheck it happens every time."""
+    from memvault.api.app import app
+    from memvault.api.deps import deps
+
+    make_resolver_thread_safe()
+    route = next(
+        r for r in app._dynamic_routes if r.method == "PATCH" and r.path.endswith("<memory_id>")
+    )
+    monkeypatch.setattr(route, "_middleware_stack", route.func)
+    monkeypatch.setattr(route, "_middleware_stack_built", False)
+    barrier = threading.Barrier(4)
+
+    def first_request() -> None:
+        barrier.wait()
+        route._build_middleware_stack(router_middlewares=app._router_middlewares, app=app)
+
+    threads = [threading.Thread(target=first_request) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    deps.use(services)
+    try:
+        written = call("POST", "/v1/subjects/u-1/memories", claims(), memory_body())
+        memory_id = written.body["memory_id"]
+        answers = [
+            call(
+                "PATCH",
+                f"/v1/subjects/u-1/memories/{memory_id}",
+                claims(),
+                {"expected_version": 1, "content": f"Likes the colour number {n}"},
+            )
+            for n in range(2)
+        ]
+    finally:
+        deps.use(None)
+
+    assert [(a.status, a.code) for a in answers] == [(200, None), (409, "version_conflict")]
+
+
 class _LostLauncher:
     """A purge queued for the background worker when the process died: never run."""
 
