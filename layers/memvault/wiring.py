@@ -230,13 +230,3 @@ def build_indexer(
         )
     clock = clock or SystemClock()
     return Indexer(index, embedder, build_stores(settings, clock, client).memory, clock)
-
-
-def build_memory_service(
-    settings: Settings | None = None,
-    *,
-    client: Any = None,
-    clock: Clock | None = None,
-    ids: IdSource | None = None,
-) -> MemoryService:
-    return build_services(settings, client=client, clock=clock, ids=ids).memory

@@ -29,7 +29,7 @@ from typing import IO, Any, TextIO
 
 import boto3
 from werkzeug.middleware.dispatcher import DispatcherMiddleware
-from werkzeug.serving import BaseWSGIServer, WSGIRequestHandler, make_server
+from werkzeug.serving import WSGIRequestHandler, make_server
 
 from memvault import __version__
 from memvault.api.app import lambda_handler
@@ -108,12 +108,6 @@ def _port_free(host: str, port: int) -> bool:
         except OSError:
             return False
     return True
-
-
-def _serve(server: BaseWSGIServer, name: str) -> threading.Thread:
-    thread = threading.Thread(target=server.serve_forever, name=name, daemon=True)
-    thread.start()
-    return thread
 
 
 class _QuietHandler(WSGIRequestHandler):
@@ -198,16 +192,6 @@ def _sweep_in_background(
                     after()
 
     threading.Thread(target=loop, name="ttl-sweeper", daemon=True).start()
-
-
-def _aws_environment(endpoint: str) -> None:
-    os.environ.setdefault("AWS_ACCESS_KEY_ID", "memvault-local")
-    os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "memvault-local")
-    os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
-    os.environ["AWS_ENDPOINT_URL"] = endpoint
-    # moto serves Streams only without account-id-based endpoints.
-    os.environ["AWS_ACCOUNT_ID_ENDPOINT_MODE"] = "disabled"
-    os.environ["MEMVAULT_DYNAMODB_ENDPOINT"] = endpoint
 
 
 def _missing_tables(client: Any, settings: Settings) -> list[str]:

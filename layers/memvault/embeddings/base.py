@@ -9,7 +9,6 @@ writes to a different index and never mixes vectors from two models.
 from __future__ import annotations
 
 import hashlib
-import math
 import re
 from collections.abc import Sequence
 from pathlib import Path
@@ -83,11 +82,3 @@ def file_sha256(path: Path) -> str:
         for chunk in iter(lambda: fh.read(1 << 20), b""):
             digest.update(chunk)
     return digest.hexdigest()
-
-
-def l2_normalise(vector: Sequence[float]) -> list[float]:
-    """``vector`` scaled to unit length (a zero vector stays zero)."""
-    norm = math.sqrt(math.fsum(x * x for x in vector))
-    if norm == 0.0:
-        return [0.0] * len(vector)
-    return [x / norm for x in vector]

@@ -13,7 +13,6 @@ from memvault.storage.ports.traces import Feedback, RecallTrace, ServedLink
 
 Verdict = Literal["wrong", "outdated", "irrelevant", "helpful"]
 RECALL_ID = r"^rcl_[0-9a-f]{32}$"
-FEEDBACK_ID = r"^fbk_[0-9a-f]{32}$"
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
 
 

@@ -68,7 +68,6 @@ from memvault.storage.ports.sessions import (
 #: writers appending to one session at once.
 _APPEND_ATTEMPTS = 64
 _NOT_FOUND = "no live session with this id for this subject"
-_SESSION_ID = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
 
 
 def _message(m: StoredMessage) -> Message:
@@ -191,7 +190,7 @@ class SessionService:
                         "this request_id was already used with another message",
                         {"request_id": msg.request_id},
                     )
-                return self.read(ctx, subject_id, session_id, renew_check=False), False
+                return self.read(ctx, subject_id, session_id, check_scope=False), False
             if head is not None:
                 self._check_clocks(head, now)
             new = self._new_message(ctx, subject_id, session_id, head, msg, now, sensitivity)
@@ -215,7 +214,7 @@ class SessionService:
                     "session_id": session_id,
                 },
             )
-            return self.read(ctx, subject_id, session_id, renew_check=False), True
+            return self.read(ctx, subject_id, session_id, check_scope=False), True
         raise VersionConflict("the session kept changing; retry the append")
 
     def _new_message(
@@ -266,10 +265,10 @@ class SessionService:
     # --------------------------------------------------------------------- read
 
     def read(
-        self, ctx: AccessContext, subject_id: str, session_id: str, *, renew_check: bool = True
+        self, ctx: AccessContext, subject_id: str, session_id: str, *, check_scope: bool = True
     ) -> Session:
         """Recent messages and the summary. Reading never renews either clock."""
-        if renew_check:
+        if check_scope:
             self._require_read(ctx, subject_id)
         found = self.store.snapshot(
             ctx.tenant_id,
@@ -367,7 +366,7 @@ class SessionService:
         ctx.require_subject(subject_id)
         # Read before the session: the summary is kept only while this epoch lasts.
         epoch = self.forgets.forget_state(ctx.tenant_id, subject_id).epoch
-        session = self.read(ctx, subject_id, session_id, renew_check=False)
+        session = self.read(ctx, subject_id, session_id, check_scope=False)
         if session.summary_withheld:
             raise Forbidden(
                 "the session's summary is above this token's max_sensitivity; only a token "
@@ -405,7 +404,7 @@ class SessionService:
             )
         except ConditionFailed as err:  # ended meanwhile: no summary outlives its session
             raise NotFound(_NOT_FOUND, {"session_id": session_id}) from err
-        return self.read(ctx, subject_id, session_id, renew_check=False)
+        return self.read(ctx, subject_id, session_id, check_scope=False)
 
     # ------------------------------------------------------------------- end
 

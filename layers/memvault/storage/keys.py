@@ -19,9 +19,6 @@ audit table:       ``<tenant>#<subject>`` / ``<time>#<event_id>`` for events,
 
 from __future__ import annotations
 
-import hashlib
-import json
-
 from memvault.storage.ports.memory import keyed_chain_prefix, keyed_chain_slot
 
 SUBJECT_META_SK = "#SUBJECT"
@@ -48,12 +45,6 @@ def chain_sk(chain_id: str) -> str:
 def fact_chains_prefix(fact: str) -> str:
     """The key prefix of every chain head of one fact, oldest generation first."""
     return f"{CHAIN_PREFIX}{keyed_chain_prefix(fact)}"
-
-
-def pointer_sk(kind: str, canonical_key: str, scope: dict[str, str]) -> str:
-    """Digest of the fact's identity: different scopes are different facts."""
-    identity = json.dumps([kind, canonical_key, sorted(scope.items())], ensure_ascii=False)
-    return f"{POINTER_PREFIX}{hashlib.sha256(identity.encode()).hexdigest()[:40]}"
 
 
 def idempotency_sk(request_id: str) -> str:

@@ -19,21 +19,6 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Protocol
 
-#: Why re-validation dropped a candidate the index proposed.
-DROP_REASONS = (
-    "deleted",
-    "expired",
-    "superseded",
-    "other_epoch",
-    "ceiling",
-    "visibility",
-    "filtered",
-    "candidate_status",
-    "missing",
-    "duplicate",
-    "other",
-)
-
 
 @dataclass(frozen=True)
 class DroppedCandidate:

@@ -1,4 +1,6 @@
-"""Rules found broken in review, each pinned by a test that fails without its fix."""
+"""Edge cases of the memory lifecycle (purge resume, version lifetimes, forget races, paging,
+identifiers, delete rights), run state and context manifests, each pinned by a test that
+failed without its fix."""
 
 from __future__ import annotations
 
