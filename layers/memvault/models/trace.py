@@ -9,7 +9,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from memvault.models.memory import MemoryPatch
-from memvault.storage.ports.traces import Feedback, RecallTrace, ServedLink
+from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 
 Verdict = Literal["wrong", "outdated", "irrelevant", "helpful"]
 RECALL_ID = r"^rcl_[0-9a-f]{32}$"

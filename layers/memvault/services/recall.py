@@ -31,6 +31,7 @@ from memvault.models.recall import (
     RecallRequest,
     RecallResult,
 )
+from memvault.models.trace_records import DroppedCandidate, RecallTrace, ServedItem
 from memvault.observability import logger
 from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
@@ -39,7 +40,7 @@ from memvault.search.fusion import normalised, tuning_for
 from memvault.search.rerank import Reranker
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
-from memvault.storage.ports.traces import DroppedCandidate, RecallTrace, ServedItem, TraceStore
+from memvault.storage.ports.traces import TraceStore
 
 #: Keyword searches sent to a remote index while the query is embedded (one per recall in
 #: flight; a Lambda environment serves one request at a time).

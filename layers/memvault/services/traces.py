@@ -22,10 +22,11 @@ from memvault.models.trace import (
     TraceEventOut,
     TraceVersionOut,
 )
+from memvault.models.trace_records import Feedback
 from memvault.observability import logger
 from memvault.services.memory import MemoryService
 from memvault.storage.ports.memory import MemoryRecords
-from memvault.storage.ports.traces import Feedback, TraceStore
+from memvault.storage.ports.traces import TraceStore
 
 _NO_RECALL = "no recall with this id for this subject"
 _NO_MEMORY = "no readable memory with this id for this subject"

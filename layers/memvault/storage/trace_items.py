@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.storage.ports.traces import (
+from memvault.models.trace_records import (
     DroppedCandidate,
     Feedback,
     RecallTrace,

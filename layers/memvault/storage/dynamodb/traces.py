@@ -10,9 +10,9 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso
+from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 from memvault.storage import trace_items as ti
 from memvault.storage.dynamo import Dynamo
-from memvault.storage.ports.traces import Feedback, RecallTrace, ServedLink
 
 TABLE = "audit"
 

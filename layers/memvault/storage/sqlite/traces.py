@@ -9,8 +9,8 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso
+from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 from memvault.storage import trace_items as ti
-from memvault.storage.ports.traces import Feedback, RecallTrace, ServedLink
 from memvault.storage.sqlite.db import Database, dumps, loads
 
 SCHEMA: tuple[str, ...] = (

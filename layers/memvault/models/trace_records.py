@@ -1,0 +1,92 @@
+"""The trace store's records: a recall's trace (ids, counts, versions, reasons and timings,
+never memory content or query text), the "served by" link that ties a memory chain's
+version to a recall that returned it, and feedback on a recall. The store's port is
+``memvault.storage.ports.traces``."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+
+@dataclass(frozen=True)
+class DroppedCandidate:
+    chain_id: str
+    memory_id: str | None
+    reason: str
+
+
+@dataclass(frozen=True)
+class ServedItem:
+    """A memory version a recall returned, at its rank (1 = first)."""
+
+    memory_id: str
+    chain_id: str
+    version: int
+    rank: int
+
+
+@dataclass(frozen=True)
+class RecallTrace:
+    recall_id: str
+    tenant_id: str
+    subject_id: str
+    at: datetime
+    expires_at: datetime
+    #: The caller (principal) and, when it said so, the run or task the recall was for.
+    caller: str
+    run_id: str | None = None
+    task_id: str | None = None
+    #: Salted hash of the query (equal queries of a tenant hash equal), never the text.
+    query_hash: str | None = None
+    mode: str = "hybrid"
+    limit: int = 10
+    #: The hard filters: kinds, tag and scope counts, ceiling, agent role (no values).
+    filters: Mapping[str, Any] = field(default_factory=dict)
+    #: Candidates per source: exact_key, keyword, vector, fused.
+    candidates: Mapping[str, int] = field(default_factory=dict)
+    dropped: tuple[DroppedCandidate, ...] = ()
+    #: Candidates the table allowed that the relevance floor left out.
+    below_floor: int = 0
+    returned: tuple[ServedItem, ...] = ()
+    embedding_model: str | None = None
+    index_version: str | None = None
+    timings: Mapping[str, float] = field(default_factory=dict)
+    #: ``context`` when working-memory assembly made the recall.
+    origin: str = "recall"
+
+
+@dataclass(frozen=True)
+class ServedLink:
+    """One recall that returned a version of a chain (the chain's "served by" list)."""
+
+    chain_id: str
+    recall_id: str
+    memory_id: str
+    version: int
+    rank: int
+    at: datetime
+    run_id: str | None = None
+    task_id: str | None = None
+
+
+@dataclass(frozen=True)
+class Feedback:
+    feedback_id: str
+    tenant_id: str
+    subject_id: str
+    at: datetime
+    expires_at: datetime
+    actor: str
+    verdict: str
+    memory_id: str
+    chain_id: str
+    #: The version the feedback is about (the one the recall served, when it named one).
+    version: int | None = None
+    recall_id: str | None = None
+    run_id: str | None = None
+    #: The version a correction sent with the feedback made, if any.
+    correction_memory_id: str | None = None
+    correction_version: int | None = None
