@@ -30,9 +30,10 @@ install: $(STAMP) ## create .venv and install memvault with its development tool
 run: $(STAMP) ## run the local stack: the HTTP API on 127.0.0.1:8787 on the embedded store (no AWS account)
 	$(BIN)/memvault run
 
-lint: $(STAMP) ## ruff lint and format check
+lint: $(STAMP) ## ruff lint and format check; the import layers (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
+	cd layers && ../$(BIN)/lint-imports --config ../pyproject.toml
 
 format: $(STAMP) ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff format .

@@ -51,11 +51,12 @@ from memvault.indexing.indexer import Indexer
 from memvault.models.access import AccessContext, Scope, Sensitivity
 from memvault.models.memory import MemoryWrite
 from memvault.models.recall import RecallRequest
+from memvault.services.bundle import Services
 from memvault.services.deletion import PurgeRunner, default_steps
 from memvault.services.memory import MemoryService
 from memvault.services.recall import RecallService
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.wiring import Services, _launcher, build_services, search_index
+from memvault.wiring import _launcher, build_services, search_index
 from memvault_local.outbox_pump import OutboxPump
 
 ALL_SCOPES = frozenset(Scope)
@@ -276,8 +277,8 @@ class HttpView:
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 pass
 
-        from memvault.api.app import lambda_handler
         from memvault.api.deps import deps
+        from memvault.handlers.api import handler as lambda_handler
         from memvault_local.adapter import ApiGatewayAdapter
         from memvault_local.devkeys import DevKey
         from memvault_local.threads import make_resolver_thread_safe

@@ -762,11 +762,11 @@ def _write_body(request_id: str, **overrides: Any) -> dict[str, Any]:
 
 
 def _scenario(rec: Recorder, services: Any, pump: Any, index: Any, clock: _Clock) -> dict[str, Any]:
+    from memvault.handlers.purge import handle
     from memvault.models.access import AccessContext, Scope
     from memvault.models.memory import MemoryPatch, MemoryWrite
     from memvault.models.recall import RecallRequest
-    from memvault.purge.handler import handle
-    from memvault.purge.pipeline import BEGIN, FINISH, PURGE_PIPELINE, STEP
+    from memvault.services.purge_pipeline import BEGIN, FINISH, PURGE_PIPELINE, STEP
 
     ops: dict[str, Any] = {}
     tenant = "acme"
@@ -951,7 +951,7 @@ def _scenario(rec: Recorder, services: Any, pump: Any, index: Any, clock: _Clock
     assert answer["status"] == "COMPLETED", answer
     total = summarize(purge_calls)
     ops["purge"] = {
-        "description": "the purge pipeline's Step Functions tasks (memvault.purge.handler, one "
+        "description": "the purge pipeline's Step Functions tasks (memvault.handlers.purge, one "
         "per state: begin, one per step, finish) for that memory's chain of three versions "
         "(the first write, the superseding write, the correction), in-process",
         "calls_by_api": total["calls_by_api"],
@@ -1055,9 +1055,9 @@ def run() -> dict[str, Any]:
 
     from memvault.config import Settings
     from memvault.embeddings.hashing import HashingEmbedder
+    from memvault.handlers.indexer import handle
     from memvault.indexing.indexer import Indexer
     from memvault.search.embedded import EmbeddedIndex
-    from memvault.storage.dynamodb.stream_handler import handle
     from memvault.storage.tables import create_tables, table_names
     from memvault.wiring import build_services
     from memvault_local.stream_pump import StreamPump

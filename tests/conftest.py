@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 from moto import mock_aws
 
+from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
-from memvault.wiring import Services
 from tests.support.harness import FakeClock, make_services
 
 # Never reach real AWS from a test: fake credentials, a fixed region.

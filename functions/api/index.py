@@ -1,5 +1,5 @@
 """Lambda entry point behind API Gateway: every route of the HTTP API."""
 
-from memvault.api.app import lambda_handler as handler
+from memvault.handlers.api import handler
 
 __all__ = ["handler"]

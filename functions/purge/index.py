@@ -1,5 +1,5 @@
-"""Lambda entry point for the purge pipeline's tasks (Step Functions invokes one per step)."""
+"""Lambda entry point for the purge pipeline's tasks (one per Step Functions state)."""
 
-from memvault.purge.handler import lambda_handler as handler
+from memvault.handlers.purge import handler
 
 __all__ = ["handler"]

@@ -1,5 +1,5 @@
 """The purge pipeline: a Step Functions standard workflow built from the runtime's one
-ordered list of steps (``memvault.purge.pipeline.PURGE_PIPELINE``).
+ordered list of steps (``memvault.services.purge_pipeline.PURGE_PIPELINE``).
 
 ``Begin`` marks the deletion job PURGING; then one Lambda task per step, in the list's
 order, each retried with its own policy and, once its retries are spent, caught into its
@@ -22,7 +22,7 @@ from aws_cdk import aws_stepfunctions_tasks as tasks
 
 from constructs import Construct
 from infra import settings
-from memvault.purge.pipeline import BEGIN, FAIL, FINISH, PURGE_PIPELINE, STEP, PipelineStep
+from memvault.services.purge_pipeline import BEGIN, FAIL, FINISH, PURGE_PIPELINE, STEP, PipelineStep
 
 #: Where the runtime finds the state machine it starts (one execution per deletion id).
 STATE_MACHINE_ENV = "MEMVAULT_PURGE_STATE_MACHINE_ARN"

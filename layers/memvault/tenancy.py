@@ -20,7 +20,8 @@ from botocore.config import Config
 from memvault.clock import Clock, SystemClock
 from memvault.config import Settings
 from memvault.observability import logger
-from memvault.wiring import Services, build_services
+from memvault.services.bundle import Services
+from memvault.wiring import build_services
 
 TENANT_TAG = "tenant_id"
 SESSION_SECONDS = 3600

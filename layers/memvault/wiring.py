@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
 from typing import Any
 
 import boto3
@@ -15,6 +14,7 @@ from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.search.rerank import BedrockReranker, Reranker
 from memvault.services.artifacts import ArtifactService
+from memvault.services.bundle import Services
 from memvault.services.context import ContextAssembler, CurrentMemories, RecallOrCurrent
 from memvault.services.deletion import (
     BackgroundPurgeLauncher,
@@ -100,19 +100,6 @@ def build_stores(
     if settings.store == "sqlite":
         return sqlite_stores(settings, clock)
     return dynamodb_stores(settings, client or dynamodb_client(settings), s3=s3, keys=keys)
-
-
-@dataclass(frozen=True)
-class Services:
-    memory: MemoryService
-    sessions: SessionService
-    runs: RunService
-    context: ContextAssembler
-    artifacts: ArtifactService
-    recall: RecallService
-    purge: PurgeRunner
-    stores: Stores
-    traces: TraceService
 
 
 def build_services(

@@ -32,17 +32,17 @@ from werkzeug.middleware.dispatcher import DispatcherMiddleware
 from werkzeug.serving import WSGIRequestHandler, make_server
 
 from memvault import __version__
-from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.clock import SystemClock
 from memvault.config import Settings
 from memvault.embeddings import Embedder, embedder_from_settings
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault.embeddings.onnx import OnnxEmbedder
+from memvault.handlers.api import handler as lambda_handler
+from memvault.handlers.indexer import handle
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.services.deletion import resume_unfinished
-from memvault.storage.dynamodb.stream_handler import handle
 from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.wiring import build_indexer, build_services

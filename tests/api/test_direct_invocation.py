@@ -7,10 +7,10 @@ from typing import Any
 
 import pytest
 
-from memvault.api.app import lambda_handler
 from memvault.api.direct import handle_direct
 from memvault.api.events import LocalLambdaContext
 from memvault.config import Settings
+from memvault.handlers.api import handler as lambda_handler
 from memvault.identity.tokens import StaticKeys, TokenVerifier
 from tests.support.api import load_event, memory_body
 from tests.support.issuer import AUDIENCE, ISSUER, Issuer

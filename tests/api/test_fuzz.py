@@ -19,8 +19,8 @@ import schemathesis
 from hypothesis import HealthCheck, given, settings
 from schemathesis.specs.openapi.checks import positive_data_acceptance
 
-from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
+from memvault.handlers.api import handler as lambda_handler
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.devkeys import DevKey
 from tests.support import reliability

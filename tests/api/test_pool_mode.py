@@ -115,7 +115,9 @@ def test_in_pool_mode_requests_use_the_tenant_session_even_after_a_health_check(
     monkeypatch.setenv("MEMVAULT_TENANT_ROLE_ARN", role["Arn"])
     get_settings.cache_clear()
     try:
-        deps = Dependencies()
+        from memvault.handlers.api import _build, _scoped
+
+        deps = Dependencies(_build, _scoped)
         own = deps.services()  # what a health check builds
         event = APIGatewayProxyEvent(proxy_event("GET", "/v1/x", claims=claims("acme")))
         scoped = deps.services_for(event)

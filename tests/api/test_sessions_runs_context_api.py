@@ -7,9 +7,9 @@ from datetime import UTC, datetime
 
 import pytest
 
+from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
 from memvault.storage.ports.runs import run_key
-from memvault.wiring import Services
 from tests.support.api import call, claims, memory_body
 from tests.support.harness import FakeClock
 

@@ -13,8 +13,8 @@ from typing import Any
 import pytest
 from werkzeug.test import Client
 
-from memvault.api.app import lambda_handler
 from memvault.api.events import proxy_event
+from memvault.handlers.api import handler as lambda_handler
 from memvault.identity.claims import Claims
 from memvault.services.memory import MemoryService
 from memvault_local.adapter import ApiGatewayAdapter

@@ -22,7 +22,6 @@ import pytest
 from botocore.exceptions import ClientError, ReadTimeoutError
 from moto import mock_aws
 
-from memvault.api.app import lambda_handler
 from memvault.api.deps import deps
 from memvault.api.direct import handle_direct
 from memvault.api.events import LocalLambdaContext
@@ -39,6 +38,7 @@ from memvault.client import (
     VersionConflict,
 )
 from memvault.config import Settings
+from memvault.handlers.api import handler as lambda_handler
 from memvault.identity.tokens import StaticKeys, TokenVerifier
 from tests.client.conftest import memory, new_subject
 from tests.support.harness import make_services

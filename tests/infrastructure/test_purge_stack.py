@@ -12,7 +12,7 @@ import pytest
 from infra import settings
 from infra.constructs.purge import STATE_MACHINE_ENV
 
-from memvault.purge.pipeline import BEGIN, FAIL, FINISH, PURGE_PIPELINE, STEP
+from memvault.services.purge_pipeline import BEGIN, FAIL, FINISH, PURGE_PIPELINE, STEP
 from tests.infrastructure.conftest import Synth, statements
 from tests.infrastructure.conftest import as_list as _list
 from tests.infrastructure.conftest import function as _function

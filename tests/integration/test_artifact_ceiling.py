@@ -14,7 +14,7 @@ from memvault.errors import ArtifactNotCommitted
 from memvault.models.access import AccessContext, Scope
 from memvault.models.memory import Sensitivity
 from memvault.models.run import Advance, ArtifactRef, CreateRun, RunStatus
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support.artifacts import committed_artifact
 from tests.support.harness import a_write, ctx
 

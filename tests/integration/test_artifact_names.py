@@ -17,7 +17,7 @@ from memvault.errors import ConsentRequired, NotFound
 from memvault.models.access import Scope
 from memvault.models.artifact import StartUpload
 from memvault.models.memory import Sensitivity
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support.harness import ctx
 
 EVERYTHING = frozenset(Scope) - {Scope.SUBJECTS_ANY}

@@ -29,7 +29,7 @@ from memvault.models.access import Scope
 from memvault.models.artifact import ArtifactState, StartUpload
 from memvault.models.memory import Sensitivity
 from memvault.services.artifacts import ArtifactService
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support.harness import FakeClock, ctx
 
 #: S3 presigning, SSE-KMS and object versions; the embedded object store has its own

@@ -10,9 +10,9 @@ from memvault.models.access import Scope
 from memvault.models.context import AssembledContext, ContextRequest
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.models.session import AppendMessage
+from memvault.services.bundle import Services
 from memvault.services.context import POLICY
 from memvault.services.tokens import Cl100kCounter
-from memvault.wiring import Services
 from tests.support.harness import FakeClock, a_write, ctx
 
 EVERYTHING = frozenset(Scope) - {Scope.SUBJECTS_ANY}

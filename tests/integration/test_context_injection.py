@@ -18,8 +18,8 @@ from memvault.models.access import Scope
 from memvault.models.context import ContextRequest, Manifest
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.models.session import AppendMessage
+from memvault.services.bundle import Services
 from memvault.services.context import POLICY, as_data
-from memvault.wiring import Services
 from tests.support import reliability
 from tests.support.harness import FakeClock, a_write, ctx
 

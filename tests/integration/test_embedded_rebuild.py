@@ -18,6 +18,7 @@ from moto import mock_aws
 
 from memvault.clock import iso
 from memvault.embeddings.hashing import HashingEmbedder
+from memvault.handlers.indexer import handle
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import rebuild
 from memvault.models.memory import Memory, MemoryPatch
@@ -26,7 +27,6 @@ from memvault.search.backend import SearchFilter, SearchIndex
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.recall import RecallService
 from memvault.storage import keys
-from memvault.storage.dynamodb.stream_handler import handle
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 

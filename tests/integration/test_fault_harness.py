@@ -113,10 +113,11 @@ from memvault.models.memory import (
 from memvault.models.recall import RecallRequest
 from memvault.search.documents import STAGES, Stage
 from memvault.search.embedded import EmbeddedIndex
+from memvault.services.bundle import Services
 from memvault.services.deletion import resume_unfinished
 from memvault.storage.ports.changes import Change
 from memvault.storage.sqlite.db import Database, OutboxFeed
-from memvault.wiring import Services, build_services
+from memvault.wiring import build_services
 from memvault_local.outbox_pump import OutboxPump
 from tests.support import reliability
 from tests.support.faults import (
@@ -390,9 +391,9 @@ class DynamoNode(Node):
     def open(self) -> None:
         import boto3
 
+        from memvault.handlers.indexer import handle
         from memvault.storage.dynamo import Dynamo
         from memvault.storage.dynamodb.memory import DynamoMemoryStore
-        from memvault.storage.dynamodb.stream_handler import handle
         from memvault.storage.tables import create_tables
         from memvault.wiring import table_names
         from memvault_local.keys import LocalTenantKeys, ensure_bucket

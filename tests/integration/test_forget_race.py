@@ -30,7 +30,7 @@ from memvault.errors import MemvaultError, NotFound, VersionConflict
 from memvault.models.artifact import StartUpload
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.models.session import AppendMessage, Role
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support import reliability
 from tests.support.harness import FakeClock, ctx
 from tests.support.race import together

@@ -14,10 +14,10 @@ from memvault.models.access import Scope
 from memvault.models.context import ContextRequest
 from memvault.models.memory import CopyState, DeletionState, MemoryPatch
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
+from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
 from memvault.storage import keys
 from memvault.storage.ports.memory import fact_id
-from memvault.wiring import Services
 from tests.support.harness import FakeClock, a_write, ctx
 from tests.support.scan import all_items, stored_text
 

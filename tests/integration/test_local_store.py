@@ -14,10 +14,10 @@ from memvault.embeddings.hashing import HashingEmbedder
 from memvault.indexing.indexer import BatchOutcome, Indexer
 from memvault.models.recall import RecallRequest
 from memvault.search.embedded import EmbeddedIndex
+from memvault.services.bundle import Services
 from memvault.services.recall import RecallService
 from memvault.storage.ports.changes import Change
 from memvault.storage.sqlite.db import Database, OutboxFeed
-from memvault.wiring import Services
 from memvault_local.doctor import doctor
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.threads import make_resolver_thread_safe

@@ -23,8 +23,8 @@ from memvault.embeddings.hashing import HashingEmbedder
 from memvault.errors import NotFound
 from memvault.models.memory import CopyState, DeletionState
 from memvault.models.recall import RecallRequest
-from memvault.purge.pipeline import PURGE_PIPELINE
 from memvault.services.deletion import PurgeRunner
+from memvault.services.purge_pipeline import PURGE_PIPELINE
 from memvault.storage import keys
 from memvault.storage.tables import MEMORY, create_table_request
 from memvault_local.admin import offboard, restore_replay
@@ -331,7 +331,7 @@ def _services_over(rig: RecallRig, table: str, index: Any) -> Any:
 
 def test_the_state_machine_tasks_drive_the_same_runner(rig: RecallRig) -> None:
     """The purge Lambda's actions, called in the order the state machine calls them."""
-    from memvault.purge.handler import handle
+    from memvault.handlers.purge import handle
 
     m = write(rig, "Lin's desk is by the east window")
     rig.sync()

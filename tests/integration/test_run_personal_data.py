@@ -39,7 +39,7 @@ from memvault.models.run import (
     RunStatus,
 )
 from memvault.models.session import AppendMessage
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support.harness import a_write, ctx
 
 SSN = "078-05-1120"

@@ -23,8 +23,8 @@ from memvault.errors import (
 from memvault.models.access import Scope
 from memvault.models.memory import CopyState
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunEvent, RunStatus
+from memvault.services.bundle import Services
 from memvault.services.runs import RunService
-from memvault.wiring import Services
 from tests.support.artifacts import committed_artifact
 from tests.support.harness import FakeClock, ctx
 

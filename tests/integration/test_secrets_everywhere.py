@@ -15,7 +15,7 @@ from memvault.models.artifact import StartUpload
 from memvault.models.memory import MemoryPatch
 from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.models.session import AppendMessage
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support.harness import a_write, ctx
 
 KEY = "github_pat_11ABCDEFG0123456789_abcdefghijABCDEFGHIJ0123456789abcdefghijABCDEFGHIJ012345678"

@@ -17,7 +17,7 @@ from memvault.errors import ConsentRequired, Forbidden, NotFound
 from memvault.models.context import ContextRequest
 from memvault.models.memory import Sensitivity
 from memvault.models.session import AppendMessage, PutSummary
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from tests.support.harness import ctx
 
 SSN_LINE = "My social security number is 078-05-1120, please keep it on file"

@@ -18,8 +18,8 @@ from memvault.errors import (
 )
 from memvault.models.access import Scope
 from memvault.models.session import AppendMessage, PutSummary
+from memvault.services.bundle import Services
 from memvault.services.sessions import SessionService
-from memvault.wiring import Services
 from tests.support.harness import FakeClock, ctx
 from tests.support.scan import all_items, count
 

@@ -11,7 +11,7 @@ import boto3
 
 from memvault.models.artifact import StartUpload
 from memvault.models.session import AppendMessage
-from memvault.wiring import Services
+from memvault.services.bundle import Services
 from memvault_local.sweeper import SERVICE_IDENTITY, TtlSweeper
 from tests.support.harness import FakeClock, ctx
 

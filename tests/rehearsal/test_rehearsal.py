@@ -28,7 +28,7 @@ import pytest
 import requests
 
 from memvault.config import Settings
-from memvault.purge.pipeline import PURGE_PIPELINE
+from memvault.services.purge_pipeline import PURGE_PIPELINE
 from tests.rehearsal.conftest import TENANTS, issuer_of
 from tests.rehearsal.gateway import MAX_PAYLOAD, Answer, Gateway
 from tests.rehearsal.iam import Judge, report

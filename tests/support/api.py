@@ -7,8 +7,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memvault.api.app import lambda_handler
 from memvault.api.events import LocalLambdaContext, proxy_event
+from memvault.handlers.api import handler as lambda_handler
 from memvault.identity.claims import Claims
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"

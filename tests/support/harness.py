@@ -13,9 +13,10 @@ from botocore.config import Config
 from memvault.config import Settings
 from memvault.models.access import AccessContext, Scope
 from memvault.models.memory import MemoryWrite, Sensitivity
+from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
 from memvault.storage.tables import create_tables
-from memvault.wiring import Services, build_services
+from memvault.wiring import build_services
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
 
 ALL_SCOPES = frozenset(Scope) - {Scope.SUBJECTS_ANY}

@@ -15,15 +15,16 @@ import boto3
 
 from memvault.config import Settings
 from memvault.embeddings import Embedder
+from memvault.handlers.indexer import handle
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.search.embedded import EmbeddedIndex
+from memvault.services.bundle import Services
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
-from memvault.storage.dynamodb.stream_handler import handle
 from memvault.storage.sqlite.db import OutboxFeed
 from memvault.storage.tables import create_tables
-from memvault.wiring import Services, build_services, table_names
+from memvault.wiring import build_services, table_names
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump

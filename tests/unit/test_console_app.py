@@ -13,8 +13,8 @@ import jwt
 import pytest
 from werkzeug.test import Client, EnvironBuilder, TestResponse, run_wsgi_app
 
-from memvault.api.app import lambda_handler
 from memvault.api.events import LocalLambdaContext, proxy_event
+from memvault.handlers.api import handler as lambda_handler
 from memvault_local.console_app import CSP, FILES, ConsoleApp
 from memvault_local.devkeys import DevKey
 

@@ -1,4 +1,5 @@
-"""The API Gateway (REST) entry point: one resolver, routers by resource, one error mapping."""
+"""The HTTP API: one resolver, routers by resource, one error mapping, and the refusals made
+before a body is parsed. Its Lambda entry point is ``memvault.handlers.api``."""
 
 from __future__ import annotations
 
@@ -9,7 +10,6 @@ from typing import Any
 
 from aws_lambda_powertools.event_handler import APIGatewayRestResolver, Response
 from aws_lambda_powertools.event_handler.openapi.exceptions import RequestValidationError
-from aws_lambda_powertools.logging import correlation_paths
 from aws_lambda_powertools.utilities.typing import LambdaContext
 
 from memvault import __version__
@@ -35,7 +35,7 @@ from memvault.errors import (
     ValidationFailed,
 )
 from memvault.models.types import invisible_char
-from memvault.observability import logger, metrics, tracer
+from memvault.observability import logger, metrics
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_body.loads)
 # The security scheme is given where the document is built (``openapi_json``): its model
@@ -150,12 +150,9 @@ def _unexpected(err: Exception) -> Response[Any]:
     return internal_response(app.current_event.request_context.request_id)
 
 
-@logger.inject_lambda_context(
-    correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True
-)
-@tracer.capture_lambda_handler(capture_response=False)
-@metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def resolve(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+    """One API Gateway proxy event answered: refused before it is parsed (too large, not
+    JSON, nested too deep) or routed. The entry point is ``memvault.handlers.api``."""
     refused = _oversize(event) or _not_json(event) or _too_deep(event)
     if refused is not None:
         return refused

@@ -2,7 +2,7 @@
 
 The tombstone (written with the job, in one transaction) already blocks reads; the
 steps here make the data physically gone, copy by copy, each idempotent by
-(deletion id, copy). ``memvault.purge.pipeline.PURGE_PIPELINE`` orders them and gives
+(deletion id, copy). ``memvault.services.purge_pipeline.PURGE_PIPELINE`` orders them and gives
 each its retry policy; Step Functions runs that list on AWS, ``PurgeRunner`` locally.
 """
 
@@ -19,9 +19,9 @@ from typing import Any, Protocol
 from memvault.clock import Clock
 from memvault.models.memory import CopyState, DeletionJob, DeletionScope, DeletionState
 from memvault.observability import logger, metrics
-from memvault.purge.pipeline import PURGE_PIPELINE, PipelineStep
 from memvault.search.backend import FAILED, SearchIndex
 from memvault.search.documents import IndexOp, Stage
+from memvault.services.purge_pipeline import PURGE_PIPELINE, PipelineStep
 from memvault.storage.ports.errors import ConditionFailed
 from memvault.storage.ports.memory import Chain, MemoryRecords
 from memvault.storage.ports.runs import RunStore

@@ -12,7 +12,7 @@ from functools import lru_cache
 from typing import TYPE_CHECKING, Any
 
 from memvault.observability import logger, metrics, tracer
-from memvault.purge.pipeline import BEGIN, FAIL, FINISH, STEP, step_named
+from memvault.services.purge_pipeline import BEGIN, FAIL, FINISH, STEP, step_named
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.typing import LambdaContext
@@ -51,5 +51,5 @@ def handle(event: dict[str, Any], runner: PurgeRunner) -> dict[str, Any]:
 @logger.inject_lambda_context(clear_state=True)
 @tracer.capture_lambda_handler(capture_response=False)
 @metrics.log_metrics
-def lambda_handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
+def handler(event: dict[str, Any], context: LambdaContext) -> dict[str, Any]:
     return handle(event, _runner())

@@ -1,1 +1,0 @@
-"""The purge pipeline: after a delete's tombstone, every copy made physically gone."""
