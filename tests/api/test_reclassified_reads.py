@@ -406,6 +406,40 @@ def test_a_fact_lowered_again_keeps_what_its_raise_withheld(rig: RecallRig, case
     assert [v["version"] for v in history.body["versions"]] == [1, 2, 3]
 
 
+@pytest.mark.parametrize("case", sorted(REDACTED))
+def test_a_retried_write_of_a_version_a_raise_withheld_answers_not_found(
+    rig: RecallRig, case: str
+) -> None:
+    """Probe 9 (F1): after the raise and the redacting lower, history and export withhold
+    version 1, but a retry of the request that wrote it answered 201 with version 1's id
+    and metadata, and 409 for any other payload: a way to confirm a guess of the redacted
+    text. The replay now judges the version as history does: ``not_found`` for any
+    payload, to every reader the raise put it above; the owner still gets it."""
+    raise_, lower, readers = REDACTED[case]
+    body = memory_body(
+        request_id=f"redacted-{uuid.uuid4().hex}",
+        content=f"Offsite planning note {CANARY} for the autumn",
+        sensitivity="public",
+    )
+    first = call("POST", MEMORIES, owner(), body)
+    assert first.status == 201, first.body
+    v2 = patch(owner(), first.body["memory_id"], **raise_)
+    lowered = call(
+        "PATCH",
+        f"{MEMORIES}/{v2['memory_id']}",
+        owner(),
+        {"expected_version": 2, "content": "Offsite planning note (details withheld)", **lower},
+    )
+    assert lowered.status == 200, lowered.body
+    for reader in readers:
+        for payload in (body, {**body, "content": "Offsite planning note in room nine"}):
+            again = call("POST", MEMORIES, reader, payload)
+            refused(again, 404, "not_found")
+            assert CANARY not in text(again) and first.body["memory_id"] not in text(again)
+    replay = call("POST", MEMORIES, owner(), body)
+    assert replay.status == 201 and replay.body["memory_id"] == first.body["memory_id"]
+
+
 def test_older_versions_of_a_fact_whose_current_version_expired_are_not_exported(
     rig: RecallRig,
 ) -> None:

@@ -335,7 +335,7 @@ class MemoryService:
             or not chain.live
             or memory.subject_epoch != epoch
             or not ctx.may_read(memory.sensitivity, memory.visibility)
-            or self._newer_unreadable(ctx, subject_id, chain, memory)
+            or self._withheld_by_its_fact(ctx, subject_id, chain, memory)
         ):
             raise NotFound(
                 "the memory this request_id wrote is deleted or not readable with this "
@@ -351,16 +351,22 @@ class MemoryService:
             )
         return memory
 
-    def _newer_unreadable(
+    def _withheld_by_its_fact(
         self, ctx: AccessContext, subject_id: str, chain: Chain, memory: Memory
     ) -> bool:
-        """Whether a newer version than ``memory`` is its chain's current one and the
-        caller may not read it (or it is gone): the fact as it stands now is then beyond
-        the caller, and so is every older version of it."""
+        """Whether ``memory`` is withheld from the caller by its fact's later history, as
+        history and export judge it (``_shown``): a newer version the caller may not read
+        (the current one, or one in between that raised the fact and was lowered again)
+        takes every older version with it, and so does a current version that is gone."""
         if chain.current_memory_id == memory.memory_id:
             return False
-        current = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
-        return current is None or not ctx.may_read(current.sensitivity, current.visibility)
+        versions = self.repo.versions(ctx.tenant_id, subject_id, chain.versions)
+        current = next((v for v in versions if v.memory_id == chain.current_memory_id), None)
+        return (
+            current is None
+            or not ctx.may_read(current.sensitivity, current.visibility)
+            or _withheld_through(ctx, versions) >= memory.version
+        )
 
     def _check_chain_length(self, chain: Chain) -> None:
         if len(chain.versions) >= self.settings.max_versions_per_chain:
@@ -512,7 +518,7 @@ class MemoryService:
         lowered or widened again with new content (which would otherwise republish the
         very text that was just redacted). Every route that shows or names old versions
         holds to this: history, export, reproduction, a recall's trace (and a write's
-        replay, by sensitivity and visibility: ``_newer_unreadable``)."""
+        replay, by sensitivity and visibility: ``_withheld_by_its_fact``)."""
         return (
             m.version > cut
             and self._readable(ctx, current, epoch, now)
