@@ -112,6 +112,10 @@ class MemoryService:
     # ------------------------------------------------------------------------ write
 
     def write(self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite) -> WriteResult:
+        """Write a new memory, or a new version of the fact its canonical key names: the
+        policy's decision, then one conditional commit of the version, its chain, the
+        fact's pointer, the idempotency record and the audit entry. A retry of the same
+        request replays what the first one wrote."""
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
         provenance.check_claim(ctx, cmd.source)
@@ -125,138 +129,148 @@ class MemoryService:
         record = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
         if record is not None:
             return WriteResult(self._replay(ctx, subject_id, record, payload_hash), created=False)
-
-        decision = write_policy.evaluate(
-            write_policy.Draft(
-                content=cmd.content,
-                canonical_key=cmd.canonical_key,
-                tags=cmd.tags,
-                scope=cmd.scope,
-                source=cmd.source,
-                sensitivity=cmd.sensitivity,
-                consent=cmd.consent,
-                identifiers={"request_id": cmd.request_id, "artifact_id": cmd.artifact_id},
-                visibility=list(cmd.visibility),
-            )
-        )
+        decision = write_policy.evaluate(_draft(cmd))
         if cmd.artifact_id and not readable_artifacts(
             self.artifacts, ctx, subject_id, [cmd.artifact_id]
         ):
             raise ArtifactNotCommitted(_ARTIFACT_REFUSED, {"artifact_id": cmd.artifact_id})
-        for _ in range(_RETRIES):
-            now = self.clock.now()
-            expires_at = write_policy.expiry(now, cmd.ttl_seconds, self.settings)
-            epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
-            chain, previous, pointer, pointer_chain = self._current_chain(
-                ctx, subject_id, cmd, epoch
+        now = self.clock.now()
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        chain, previous, pointer, pointer_chain = self._current_chain(ctx, subject_id, cmd, epoch)
+        if chain is not None:
+            self._check_chain_length(chain)
+        if previous is not None:
+            provenance.check_supersede(
+                ctx,
+                (previous.status, previous.source.type),
+                decision.status,
+                content_changed=cmd.content != previous.content,
             )
-            # Derived from the request id: a retry that raced past the idempotency read
-            # above collides with the stored version and replays it.
-            memory_id = request_memory_id(ctx.tenant_id, subject_id, cmd.request_id)
-            if chain is not None:
-                self._check_chain_length(chain)
-                if previous is not None:
-                    provenance.check_supersede(
-                        ctx,
-                        (previous.status, previous.source.type),
-                        decision.status,
-                        content_changed=cmd.content != previous.content,
-                    )
-                    provenance.check_reclassify(
-                        ctx,
-                        (previous.sensitivity, previous.visibility),
-                        (decision.sensitivity, list(cmd.visibility)),
-                    )
-                chain_id = chain.chain_id
-            elif pointer is not None:
-                chain_id = keyed_chain_id(pointer, pointer_chain, self.ids.new_id("chn"))
-            else:
-                chain_id = self.ids.new_id("chn")
-            memory = Memory(
-                memory_id=memory_id,
-                tenant_id=ctx.tenant_id,
-                subject_id=subject_id,
-                chain_id=chain_id,
-                kind=cmd.kind,
-                canonical_key=cmd.canonical_key,
-                content=cmd.content,
-                tags=list(cmd.tags),
-                scope=dict(cmd.scope),
-                source=cmd.source,
-                sensitivity=decision.sensitivity,
-                consent=cmd.consent,
-                confidence=cmd.confidence,
-                visibility=list(cmd.visibility),
-                status=decision.status,
-                version=chain.current_version + 1 if chain else 1,
-                valid_from=now,
-                expires_at=expires_at,
-                supersedes_id=chain.current_memory_id if chain else None,
-                content_hash=_hash(cmd.content),
-                index_status=IndexStatus.PENDING,
-                embedding_model=None,
-                artifact_id=cmd.artifact_id,
-                request_id=cmd.request_id,
-                created_by=ctx.principal,
-                created_at=now,
-                updated_at=now,
-                subject_epoch=epoch,
+            provenance.check_reclassify(
+                ctx,
+                (previous.sensitivity, previous.visibility),
+                (decision.sensitivity, list(cmd.visibility)),
             )
-            try:
-                self.repo.commit_version(
-                    NewVersion(
-                        memory=memory,
-                        expected_version=chain.current_version if chain else None,
-                        previous=previous,
-                        fact=pointer,
-                        fact_expected_chain=pointer_chain,
-                        idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory_id),
-                        idempotency_expires_at=now
-                        + timedelta(seconds=self.settings.idempotency_ttl_seconds),
-                        audit=self._audit(
-                            ctx,
-                            subject_id,
-                            "memory.write",
-                            memory,
-                            detail={
-                                **_policy_detail(decision, cmd.consent, memory),
-                                "previous_version": chain.current_version if chain else None,
-                                "conflict": "compare_and_set" if chain else "new_chain",
-                            },
-                        ),
-                        audit_expires_at=self._audit_expiry(now),
-                        chain_ttl=chain.ttl if chain else None,
-                        # Read after the epoch, which the write is conditioned on: an
-                        # artifact made by the subject's last forget is that forget's.
-                        artifacts_after=self.repo.forgotten_at(ctx.tenant_id, subject_id)
-                        if cmd.artifact_id
-                        else None,
-                    )
+        memory = self._new_version(
+            ctx, subject_id, cmd, decision, (chain, pointer, pointer_chain), now, epoch
+        )
+        try:
+            self.repo.commit_version(
+                NewVersion(
+                    memory=memory,
+                    expected_version=chain.current_version if chain else None,
+                    previous=previous,
+                    fact=pointer,
+                    fact_expected_chain=pointer_chain,
+                    idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory.memory_id),
+                    idempotency_expires_at=now
+                    + timedelta(seconds=self.settings.idempotency_ttl_seconds),
+                    audit=self._audit(
+                        ctx,
+                        subject_id,
+                        "memory.write",
+                        memory,
+                        detail={
+                            **_policy_detail(decision, cmd.consent, memory),
+                            "previous_version": chain.current_version if chain else None,
+                            "conflict": "compare_and_set" if chain else "new_chain",
+                        },
+                    ),
+                    audit_expires_at=self._audit_expiry(now),
+                    chain_ttl=chain.ttl if chain else None,
+                    # Read after the epoch, which the write is conditioned on: an
+                    # artifact made by the subject's last forget is that forget's.
+                    artifacts_after=self.repo.forgotten_at(ctx.tenant_id, subject_id)
+                    if cmd.artifact_id
+                    else None,
                 )
-            except ConditionFailed as conflict:
-                if Conflict.IDEMPOTENCY in conflict:
-                    # A concurrent retry of the same request committed first.
-                    again = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
-                    if again is None:
-                        raise
-                    return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
-                if Conflict.ARTIFACT in conflict:
-                    raise ArtifactNotCommitted(
-                        _ARTIFACT_REFUSED, {"artifact_id": cmd.artifact_id}
-                    ) from None
-                if Conflict.EPOCH in conflict:
-                    # Forgetting the subject won the race: what was sent before it must
-                    # not outlive it. Nothing was stored; the caller decides whether to
-                    # write again.
-                    raise VersionConflict(
-                        "the subject was forgotten while this memory was being written; "
-                        "nothing was stored",
-                        {"reason": "subject_forgotten"},
-                    ) from None
-                raise self._conflict(ctx, subject_id, cmd) from None
-            self._log("memory written", memory)
-            return WriteResult(memory, created=True)
-        raise VersionConflict("the subject kept changing while writing; re-read and retry")
+            )
+        except ConditionFailed as conflict:
+            return self._lost_write(ctx, subject_id, cmd, payload_hash, conflict)
+        self._log("memory written", memory)
+        return WriteResult(memory, created=True)
+
+    def _new_version(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        cmd: MemoryWrite,
+        decision: write_policy.Decision,
+        extends: tuple[Chain | None, str | None, str | None],
+        now: datetime,
+        epoch: int,
+    ) -> Memory:
+        """The version a write stores: the next version of the chain it extends, or the
+        first of a new chain (the fact's, if keyed). ``extends`` is what
+        ``_current_chain`` found: the chain, the fact's pointer and the chain it names."""
+        chain, pointer, pointer_chain = extends
+        if chain is not None:
+            chain_id = chain.chain_id
+        elif pointer is not None:
+            chain_id = keyed_chain_id(pointer, pointer_chain, self.ids.new_id("chn"))
+        else:
+            chain_id = self.ids.new_id("chn")
+        return Memory(
+            # Derived from the request id: a retry that raced past the idempotency read
+            # collides with the stored version and replays it.
+            memory_id=request_memory_id(ctx.tenant_id, subject_id, cmd.request_id),
+            tenant_id=ctx.tenant_id,
+            subject_id=subject_id,
+            chain_id=chain_id,
+            kind=cmd.kind,
+            canonical_key=cmd.canonical_key,
+            content=cmd.content,
+            tags=list(cmd.tags),
+            scope=dict(cmd.scope),
+            source=cmd.source,
+            sensitivity=decision.sensitivity,
+            consent=cmd.consent,
+            confidence=cmd.confidence,
+            visibility=list(cmd.visibility),
+            status=decision.status,
+            version=chain.current_version + 1 if chain else 1,
+            valid_from=now,
+            expires_at=write_policy.expiry(now, cmd.ttl_seconds, self.settings),
+            supersedes_id=chain.current_memory_id if chain else None,
+            content_hash=_hash(cmd.content),
+            index_status=IndexStatus.PENDING,
+            embedding_model=None,
+            artifact_id=cmd.artifact_id,
+            request_id=cmd.request_id,
+            created_by=ctx.principal,
+            created_at=now,
+            updated_at=now,
+            subject_epoch=epoch,
+        )
+
+    def _lost_write(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        cmd: MemoryWrite,
+        payload_hash: str,
+        conflict: ConditionFailed,
+    ) -> WriteResult:
+        """What a write whose commit lost a race answers: the replay of a concurrent retry
+        of the same request, or the refusal that names what changed first."""
+        if Conflict.IDEMPOTENCY in conflict:
+            # A concurrent retry of the same request committed first.
+            again = self.repo.idempotency(ctx.tenant_id, subject_id, cmd.request_id)
+            if again is None:
+                raise conflict
+            return WriteResult(self._replay(ctx, subject_id, again, payload_hash), False)
+        if Conflict.ARTIFACT in conflict:
+            raise ArtifactNotCommitted(
+                _ARTIFACT_REFUSED, {"artifact_id": cmd.artifact_id}
+            ) from None
+        if Conflict.EPOCH in conflict:
+            # Forgetting the subject won the race: what was sent before it must not
+            # outlive it. Nothing was stored; the caller decides whether to write again.
+            raise VersionConflict(
+                "the subject was forgotten while this memory was being written; nothing was stored",
+                {"reason": "subject_forgotten"},
+            ) from None
+        raise self._conflict(ctx, subject_id, cmd) from None
 
     def _current_chain(
         self, ctx: AccessContext, subject_id: str, cmd: MemoryWrite, epoch: int
@@ -1069,6 +1083,21 @@ def _decode_token(token: str | None) -> str | None:
             {"field": "next_token"},
         )
     return after
+
+
+def _draft(cmd: MemoryWrite) -> write_policy.Draft:
+    """What the write policy judges of a new memory."""
+    return write_policy.Draft(
+        content=cmd.content,
+        canonical_key=cmd.canonical_key,
+        tags=cmd.tags,
+        scope=cmd.scope,
+        source=cmd.source,
+        sensitivity=cmd.sensitivity,
+        consent=cmd.consent,
+        identifiers={"request_id": cmd.request_id, "artifact_id": cmd.artifact_id},
+        visibility=list(cmd.visibility),
+    )
 
 
 def _withheld_through(ctx: AccessContext, versions: Sequence[Memory]) -> int:
