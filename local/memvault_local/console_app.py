@@ -81,11 +81,18 @@ def _loopback(host: str | None) -> bool:
         return False
 
 
+#: A ``Host`` header as RFC 9110 allows it: a name, an IPv4 address or a bracketed IPv6
+#: address, and an optional port. Anything else (``localhost:80@evil.example``) names no host.
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9A-Fa-f:.]+)\]|(?P<name>[A-Za-z0-9.\-]+))(?::\d{1,5})?")
+
+
 def _host_name(header: str) -> str:
-    """The name in a ``Host`` header, without its port (``[::1]:8787`` → ``::1``)."""
-    if header.startswith("["):
-        return header[1 : header.find("]")] if "]" in header else header
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+    """The name in a ``Host`` header, without its port (``[::1]:8787`` → ``::1``); ``""``
+    for a header that is not a well-formed host."""
+    found = _HOST.fullmatch(header)
+    if found is None:
+        return ""
+    return found.group("v6") or found.group("name")
 
 
 def read_file(name: str) -> bytes:

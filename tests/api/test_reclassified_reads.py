@@ -440,6 +440,29 @@ def test_a_retried_write_of_a_version_a_raise_withheld_answers_not_found(
     assert replay.status == 201 and replay.body["memory_id"] == first.body["memory_id"]
 
 
+def test_a_write_only_token_cannot_replay_another_callers_write(rig: RecallRig) -> None:
+    """Probe 9 (F6): a token with ``memory:write`` but not ``memory:read`` got 403 on list
+    and get, yet re-posting the owner's exact body answered 201 with the memory's id,
+    version and times, and 409 for any other content: a way to confirm a guess. Such a
+    token may replay only its own writes."""
+    body = memory_body(request_id=f"owner-{uuid.uuid4().hex}", content=f"Likes {CANARY}")
+    first = call("POST", MEMORIES, owner(), body)
+    assert first.status == 201, first.body
+    writer = Claims.model_validate(
+        {**claims(scope="memory:write").model_dump(), "sub": "another-service"}
+    )
+    refused(call("GET", f"{MEMORIES}/{first.body['memory_id']}", writer), 403, "forbidden")
+    for payload in (body, {**body, "content": "Likes something else"}):
+        again = call("POST", MEMORIES, writer, payload)
+        refused(again, 404, "not_found")
+        assert first.body["memory_id"] not in text(again)
+    # Its own write it may retry.
+    mine = memory_body(request_id=f"writer-{uuid.uuid4().hex}", content="Prefers green tea")
+    assert call("POST", MEMORIES, writer, mine).status == 201
+    replayed = call("POST", MEMORIES, writer, mine)
+    assert replayed.status == 201, replayed.body
+
+
 def test_older_versions_of_a_fact_whose_current_version_expired_are_not_exported(
     rig: RecallRig,
 ) -> None:

@@ -106,6 +106,9 @@ def test_a_dev_token_is_minted_with_the_stack_s_key(client: Client, dev_key: Dev
         (GOOD, {"remote_addr": "10.0.0.7"}, (403, "forbidden")),
         # DNS rebinding: a page of another site resolved to 127.0.0.1 names its own host.
         (GOOD, {"headers": {"Host": "evil.example:8787"}}, (403, "forbidden")),
+        # Probe 9 (F8): a malformed Host that begins with a loopback name names no host.
+        (GOOD, {"headers": {"Host": "localhost:80@evil.example"}}, (403, "forbidden")),
+        (GOOD, {"headers": {"Host": "127.0.0.1:8787 evil.example"}}, (403, "forbidden")),
         # A cross-site form can only send a simple content type.
         (
             GOOD,

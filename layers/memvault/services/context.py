@@ -131,12 +131,15 @@ _BARS = "|\uff5c"
 #: (``<|im_start|>``, DeepSeek's ``<\uff5cAssistant\uff5c>`` and
 #: ``<\uff5cbegin\u2581of\u2581sentence\uff5c>``, Gemma's ``<start_of_turn>`` and
 #: ``<end_of_turn>``, ``<s>``, ``</system>``, ``<tool_call>``, ``<<SYS>>``), and an
-#: upper-case name in square brackets (``[INST]``, ``[/SYSTEM_PROMPT]``, ``[TOOL_CALLS]``).
-#: Brackets around other text (``x < y > z``, ``a <= b``, ``[1]``) are left as written.
+#: name in square brackets that is upper case, holds an underscore or two capitals
+#: (``[INST]``, ``[/SYSTEM_PROMPT]``, ``[TOOL_CALLS]``, ChatGLM's ``[gMASK]``,
+#: ``[System_Prompt]``). Brackets around other text (``x < y > z``, ``a <= b``, ``[1]``,
+#: ``[Note]``) are left as written.
 _TURN_MARKERS = re.compile(
     rf"[{re.escape(_ANGLE_OPEN)}]{{1,2}}/?(?:[{re.escape(_BARS)}]|[^\W\d])"
     rf".{{0,64}}?[{re.escape(_ANGLE_CLOSE)}]{{1,2}}"
-    rf"|[{re.escape(_SQUARE_OPEN)}]/?(?:[A-Z][A-Z0-9_]{{1,31}}|(?i:inst|sys))"
+    rf"|[{re.escape(_SQUARE_OPEN)}]/?(?:[A-Z][A-Z0-9_]{{1,31}}|(?i:inst|sys)"
+    r"|(?=[A-Za-z0-9_]*(?:_|[A-Z][A-Za-z0-9]*[A-Z]))[A-Za-z][A-Za-z0-9_]{1,31})"
     rf"[{re.escape(_SQUARE_CLOSE)}]"
 )
 

@@ -350,6 +350,9 @@ class MemoryService:
             or memory.subject_epoch != epoch
             or not ctx.may_read(memory.sensitivity, memory.visibility)
             or self._withheld_by_its_fact(ctx, subject_id, chain, memory)
+            # A token that may not read memories learns nothing of another's write
+            # through its request id (201 against 409 would confirm a guess of it).
+            or (Scope.MEMORY_READ not in ctx.scopes and memory.created_by != ctx.principal)
         ):
             raise NotFound(
                 "the memory this request_id wrote is deleted or not readable with this "
