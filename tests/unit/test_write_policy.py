@@ -135,6 +135,25 @@ def test_ordinary_text_is_not_classified_as_personal_data(text: str) -> None:
 
 
 @pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("s s n : 1 2 3 - 4 5 - 6 7 8 9", "national_id"),
+        ("reach me at j o h n . d o e @ e x a m p l e . c o m", "email"),
+        ("encoded so the filter misses it: MTIzLTQ1LTY3ODk=", "national_id"),
+        ("the address, base64: am9obi5kb2VAZXhhbXBsZS5vcmc=", "email"),
+    ],
+)
+def test_personal_data_spaced_out_or_in_base64_is_found(text: str, kind: str) -> None:
+    """Probe 9 (F4): a spaced-out SSN or e-mail address, and an SSN in base64, were stored
+    as internal without consent; what they hide whole is personal data."""
+    assert kind in {f.pii_type for f in find_pii([("content", text)])}
+
+
+def test_spaced_digits_alone_are_not_a_phone_or_card_number() -> None:
+    assert find_pii([("content", "steps 1 2 3 4 5 6 7 8 9 0, then 4 1 1 1 1 1 1 1")]) == []
+
+
+@pytest.mark.parametrize(
     ("value", "kind"),
     [
         ({"ssn": 123456789}, "national_id"),

@@ -22,6 +22,7 @@ from typing import Any
 from memvault.errors import ValidationFailed
 from memvault.policy.secret_context import BASE64_RUN, base64_text
 from memvault.policy.secret_patterns import normalise
+from memvault.policy.secret_views import collapsed
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")
@@ -305,11 +306,36 @@ def _kinds_in(text: str) -> list[str]:
     return kinds
 
 
+#: The kinds looked for in a text's disguised views as well: what spacing out or base64
+#: hides whole. (Other kinds are read in the text as written: closing up spaced digits
+#: would make counts and codes look like phone or card numbers.)
+_DISGUISED_KINDS = ("email", "national_id")
+
+
+def _disguised(text: str) -> list[str]:
+    """The text closed up where it is spaced out character by character
+    (``1 2 3 - 4 5 - 6 7 8 9``), and what its base64 runs decode to."""
+    views = [view] if (view := collapsed(text)) else []
+    for m in list(BASE64_RUN.finditer(text))[:_MAX_DECODED]:
+        decoded = base64_text(m.group())
+        if decoded is not None:
+            views.append(decoded)
+    return views
+
+
+def _kinds_seen(text: str) -> list[str]:
+    kinds = _kinds_in(text)
+    for view in _disguised(text):
+        kinds += [k for k in _kinds_in(view) if k in _DISGUISED_KINDS and k not in kinds]
+    return kinds
+
+
 def find_pii(fields: Iterable[tuple[str, str]]) -> list[PiiFinding]:
     """One finding per kind and field, on text normalised as for secrets (NFKC, no
-    zero-width characters): full-width digits and split numbers are what they spell."""
+    zero-width characters): full-width digits and split numbers are what they spell, and
+    an e-mail address or national id spaced out or in base64 is what it hides."""
     return [
-        PiiFinding(field, kind) for field, text in fields for kind in _kinds_in(normalise(text))
+        PiiFinding(field, kind) for field, text in fields for kind in _kinds_seen(normalise(text))
     ]
 
 
