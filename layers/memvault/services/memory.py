@@ -41,6 +41,7 @@ from memvault.models.memory import (
     MemoryStatus,
     MemoryWrite,
     Sensitivity,
+    Source,
     SourceType,
 )
 from memvault.observability import logger
@@ -657,73 +658,17 @@ class MemoryService:
             )
         content_changed = patch.content is not None and patch.content != current.content
         source = provenance.corrected_source(ctx, current.source, patch.source, content_changed)
-        kept = source == current.source
-        # Turning a candidate (or a new inference) active is a confirmation: a person's.
-        confirming = patch.status == "active" and not (
-            kept and current.status is MemoryStatus.ACTIVE
-        )
-        if confirming and source.type is SourceType.MODEL_INFERRED:
-            provenance.check_confirm(ctx)
-        sensitivity = patch.sensitivity or current.sensitivity
-        provenance.check_reclassify(
-            ctx,
-            (current.sensitivity, current.visibility),
-            (sensitivity, current.visibility if patch.visibility is None else patch.visibility),
-        )
-        consent = current.consent if patch.consent is None else patch.consent
-        decision = write_policy.evaluate(
-            write_policy.Draft(
-                content=patch.content or current.content,
-                canonical_key=current.canonical_key,
-                tags=current.tags if patch.tags is None else patch.tags,
-                scope=current.scope,
-                source=source,
-                sensitivity=sensitivity,
-                consent=consent,
-                confirmed=patch.status == "active"
-                or (current.status is MemoryStatus.ACTIVE and kept),
-                visibility=current.visibility if patch.visibility is None else patch.visibility,
-            )
-        )
+        decision, consent = self._judge_correction(ctx, current, patch, source)
         provenance.check_supersede(
             ctx,
             (current.status, current.source.type),
             decision.status,
             content_changed=content_changed,
         )
-        now = self.clock.now()
-        expires_at = (
-            current.expires_at
-            if patch.ttl_seconds is None
-            else write_policy.expiry(now, patch.ttl_seconds, self.settings)
-        )
         self._check_chain_length(chain)
-        content = patch.content or current.content
-        memory = current.model_copy(
-            update={
-                "memory_id": self.ids.new_id("mem"),
-                "content": content,
-                "tags": current.tags if patch.tags is None else list(patch.tags),
-                "source": source,
-                "sensitivity": decision.sensitivity,
-                "consent": consent,
-                "confidence": current.confidence if patch.confidence is None else patch.confidence,
-                "visibility": current.visibility
-                if patch.visibility is None
-                else list(patch.visibility),
-                "status": decision.status,
-                "version": chain.current_version + 1,
-                "valid_from": now,
-                "expires_at": expires_at,
-                "supersedes_id": current.memory_id,
-                "content_hash": _hash(content),
-                "index_status": IndexStatus.PENDING,
-                "embedding_model": None,
-                "request_id": None,
-                "created_by": ctx.principal,
-                "created_at": now,
-                "updated_at": now,
-            }
+        now = self.clock.now()
+        memory = self._corrected_version(
+            ctx, chain, current, patch, (source, decision, consent), now
         )
         try:
             self.repo.commit_version(
@@ -764,6 +709,83 @@ class MemoryService:
             ) from None
         self._log("memory corrected", memory)
         return memory
+
+    @staticmethod
+    def _judge_correction(
+        ctx: AccessContext, current: Memory, patch: MemoryPatch, source: Source
+    ) -> tuple[write_policy.Decision, bool]:
+        """The policy's decision on the corrected memory, and its consent: a confirmation
+        (a candidate or an inference turned active) is a person's, and a change of class
+        or readers is checked against the caller's right to make it."""
+        kept = source == current.source
+        confirming = patch.status == "active" and not (
+            kept and current.status is MemoryStatus.ACTIVE
+        )
+        if confirming and source.type is SourceType.MODEL_INFERRED:
+            provenance.check_confirm(ctx)
+        sensitivity = patch.sensitivity or current.sensitivity
+        visibility = current.visibility if patch.visibility is None else patch.visibility
+        provenance.check_reclassify(
+            ctx, (current.sensitivity, current.visibility), (sensitivity, visibility)
+        )
+        consent = current.consent if patch.consent is None else patch.consent
+        decision = write_policy.evaluate(
+            write_policy.Draft(
+                content=patch.content or current.content,
+                canonical_key=current.canonical_key,
+                tags=current.tags if patch.tags is None else patch.tags,
+                scope=current.scope,
+                source=source,
+                sensitivity=sensitivity,
+                consent=consent,
+                confirmed=patch.status == "active"
+                or (current.status is MemoryStatus.ACTIVE and kept),
+                visibility=visibility,
+            )
+        )
+        return decision, consent
+
+    def _corrected_version(
+        self,
+        ctx: AccessContext,
+        chain: Chain,
+        current: Memory,
+        patch: MemoryPatch,
+        judged: tuple[Source, write_policy.Decision, bool],
+        now: datetime,
+    ) -> Memory:
+        """The next version of ``chain``: ``current`` with the patch applied and the
+        policy's ``judged`` source, decision and consent."""
+        source, decision, consent = judged
+        content = patch.content or current.content
+        return current.model_copy(
+            update={
+                "memory_id": self.ids.new_id("mem"),
+                "content": content,
+                "tags": current.tags if patch.tags is None else list(patch.tags),
+                "source": source,
+                "sensitivity": decision.sensitivity,
+                "consent": consent,
+                "confidence": current.confidence if patch.confidence is None else patch.confidence,
+                "visibility": current.visibility
+                if patch.visibility is None
+                else list(patch.visibility),
+                "status": decision.status,
+                "version": chain.current_version + 1,
+                "valid_from": now,
+                "expires_at": current.expires_at
+                if patch.ttl_seconds is None
+                else write_policy.expiry(now, patch.ttl_seconds, self.settings),
+                "supersedes_id": current.memory_id,
+                "content_hash": _hash(content),
+                "index_status": IndexStatus.PENDING,
+                "embedding_model": None,
+                "request_id": None,
+                "created_by": ctx.principal,
+                "created_at": now,
+                "updated_at": now,
+            }
+        )
 
     # ----------------------------------------------------------------------- delete
 
