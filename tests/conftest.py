@@ -9,6 +9,7 @@ from moto import mock_aws
 
 from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
+from tests.support.backends import STORES
 from tests.support.harness import FakeClock, make_services
 
 # Never reach real AWS from a test: fake credentials, a fixed region.
@@ -43,7 +44,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     is about the AWS adapters (marked ``aws``: S3 presigning, KMS) runs on them only."""
     if "store_backend" in metafunc.fixturenames:
         aws_only = "ddb" in metafunc.fixturenames or metafunc.definition.get_closest_marker("aws")
-        stores = ["dynamodb"] if aws_only else ["dynamodb", "sqlite"]
+        stores = ["dynamodb"] if aws_only else list(STORES)
         metafunc.parametrize("store_backend", stores, indirect=True)
 
 

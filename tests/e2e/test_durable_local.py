@@ -32,6 +32,7 @@ from memvault_local.devkeys import DevKey
 from memvault_local.doctor import doctor
 from memvault_local.process import RunningStack, free_port, start_stack
 from tests.support import reliability
+from tests.support.backends import STORES
 from tests.support.markers import marker as new_marker
 from tests.support.moto_server import serial_moto
 
@@ -45,7 +46,7 @@ def _start(home: Path) -> RunningStack:
     return start_stack(home, MEMVAULT_EMBEDDING_MODEL=EMBEDDING_MODEL)
 
 
-@pytest.fixture(params=["sqlite", "dynamodb"])
+@pytest.fixture(params=STORES)
 def race_stack(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[RunningStack]:
     """The stack for the HTTP races, on each store adapter: the embedded store, and the
     DynamoDB adapter against a moto server that answers one request at a time (moto is

@@ -25,6 +25,7 @@ from memvault.models.run import Advance, CreateRun, RunStatus
 from memvault.models.session import AppendMessage, Role
 from memvault.search.backend import SearchFilter
 from memvault.services.deletion import PurgeRunner
+from tests.support.backends import STORES
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 
@@ -41,7 +42,7 @@ class RecordingLauncher:
         self.launched.append(deletion_id)
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
     with mock_aws():
         yield make_rig("embedded", EMBEDDER, recall_relevance_floor=0.1, store=request.param)

@@ -120,6 +120,7 @@ from memvault.storage.sqlite.db import Database, OutboxFeed
 from memvault.wiring import build_services
 from memvault_local.outbox_pump import OutboxPump
 from tests.support import reliability
+from tests.support.backends import STORES
 from tests.support.faults import (
     GC_DELETES_SECONDS,
     Crash,
@@ -1209,7 +1210,7 @@ def test_a_seed_replays_exactly(tmp_path: Path) -> None:
     assert first.fingerprint == second.fingerprint
 
 
-@pytest.mark.parametrize("store", ["sqlite", "dynamodb"])
+@pytest.mark.parametrize("store", STORES)
 def test_the_fault_harness_holds_over_every_seed(
     store: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:

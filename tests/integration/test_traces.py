@@ -18,6 +18,7 @@ from memvault.errors import NotFound, SecretDetected
 from memvault.models.memory import CopyState, DeletionState, MemoryPatch, Sensitivity
 from memvault.models.recall import RecallRequest
 from memvault.models.trace import FeedbackRequest
+from tests.support.backends import STORES
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 
@@ -27,7 +28,7 @@ class _NoPurge:
         return None
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
     with mock_aws():
         built = make_rig(

@@ -34,6 +34,7 @@ from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
+from tests.support.backends import STORES
 from tests.support.harness import SerializedClient
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -131,7 +132,7 @@ def _sqlite_rig(path: Path) -> tuple[Rig, Database]:
     return Rig("sqlite", SqliteArtifactStore(db), add_in_transaction), db
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def rig(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Rig]:
     if request.param == "dynamodb":
         with mock_aws():

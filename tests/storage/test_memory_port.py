@@ -43,12 +43,13 @@ from memvault.storage.ports.memory import (
 )
 from memvault.storage.sqlite.db import Database, OutboxFeed
 from memvault.storage.sqlite.memory import SqliteMemoryStore
+from tests.support.backends import STORES
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)
 T, S = "acme", "u-1"
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> MemoryRecords:
     if request.param == "dynamodb":
         dynamo: Dynamo = request.getfixturevalue("dynamo")

@@ -47,6 +47,7 @@ from memvault.storage.sqlite.runs import SqliteRunStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.tables import ARTIFACTS, MEMORY, RUNS, create_tables, physical_name
 from memvault_local.sweeper import TtlSweeper
+from tests.support.backends import STORES
 from tests.support.harness import SerializedClient
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -186,7 +187,7 @@ def _sqlite(path: Path) -> Iterator[Backend]:
     db.close()
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def backend(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Backend]:
     if request.param == "dynamodb":
         yield from _dynamodb()

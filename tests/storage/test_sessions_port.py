@@ -38,6 +38,7 @@ from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.sqlite.sessions import SqliteSessionStore
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
+from tests.support.backends import STORES
 from tests.support.harness import FakeClock, SerializedClient, ctx
 
 T0 = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
@@ -46,7 +47,7 @@ CAP = timedelta(hours=24)
 KEY = ("acme", "u-1", "s-1")
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest, tmp_path: Any) -> Iterator[SessionStore]:
     if request.param == "dynamodb":
         with moto.mock_aws():

@@ -23,12 +23,13 @@ from memvault.storage.dynamodb.traces import DynamoTraceStore
 from memvault.storage.ports.traces import TraceStore
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.traces import SqliteTraceStore
+from tests.support.backends import STORES
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(days=30)
 
 
-@pytest.fixture(params=["dynamodb", "sqlite"])
+@pytest.fixture(params=STORES)
 def store(request: pytest.FixtureRequest) -> Iterator[TraceStore]:
     if request.param == "dynamodb":
         db: Dynamo = request.getfixturevalue("dynamo")
