@@ -44,11 +44,14 @@ _SECRET_CORPUS_TARGETS = tuple(
         ("tuning_d", "fourth tuning corpus", ">= 0.99"),
         ("tuning_e", "fifth tuning corpus", ">= 0.99"),
         ("tuning_f", "sixth tuning corpus", ">= 0.99"),
+        ("tuning_g", "seventh tuning corpus", ">= 0.99"),
+        ("seen_b", "second held-out corpus, now tuning", ">= 0.99"),
+        ("seen_c", "third held-out corpus, now tuning", ">= 0.99"),
+        ("seen_d", "fourth held-out corpus, now tuning", ">= 0.99"),
         ("heldout", "held-out corpus", ">= 0.97"),
-        ("heldout_b", "second held-out corpus", ">= 0.97"),
-        ("heldout_c", "third held-out corpus", ">= 0.97"),
-        ("heldout_d", "fourth held-out corpus", ">= 0.97"),
         ("heldout_e", "fifth held-out corpus", ">= 0.97"),
+        ("heldout_f", "sixth held-out corpus", ">= 0.97"),
+        ("heldout_g", "seventh held-out corpus", ">= 0.97"),
     )
     for what, label, key, must in (
         ("recall", "secret recall", "recall", recall_must),

@@ -50,11 +50,13 @@ PARTS = {
     "tuning_e": DATA / "secret_corpus_tuning_e.json",
     "tuning_f": DATA / "secret_corpus_tuning_f.json",
     "tuning_g": DATA / "secret_corpus_tuning_g.json",
+    "seen_b": DATA / "secret_corpus_seen_b.json",
+    "seen_c": DATA / "secret_corpus_seen_c.json",
+    "seen_d": DATA / "secret_corpus_seen_d.json",
     "heldout": DATA / "secret_corpus_heldout.json",
-    "heldout_b": DATA / "secret_corpus_heldout_b.json",
-    "heldout_c": DATA / "secret_corpus_heldout_c.json",
-    "heldout_d": DATA / "secret_corpus_heldout_d.json",
     "heldout_e": DATA / "secret_corpus_heldout_e.json",
+    "heldout_f": DATA / "secret_corpus_heldout_f.json",
+    "heldout_g": DATA / "secret_corpus_heldout_g.json",
 }
 LABELS = ("secret", "benign")
 LANGS = ("en", "zh")
@@ -125,8 +127,14 @@ ENCODINGS: dict[str, Callable[[str], str]] = {
 }
 
 
+#: Parts renamed when their misses were read (held-out parts that became tuning material)
+#: keep the seed of their first name, so their filled values stay what was measured.
+SEED_NAMES = {"seen_b": "heldout_b", "seen_c": "heldout_c", "seen_d": "heldout_d"}
+
+
 def _rng(part: str, item_id: str) -> random.Random:
-    seed = int.from_bytes(hashlib.sha256(f"{part}:{item_id}".encode()).digest()[:8], "big")
+    name = SEED_NAMES.get(part, part)
+    seed = int.from_bytes(hashlib.sha256(f"{name}:{item_id}".encode()).digest()[:8], "big")
     return random.Random(seed)
 
 

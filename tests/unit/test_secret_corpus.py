@@ -41,11 +41,13 @@ RECALL_TARGET = {
     "tuning_e": 0.99,
     "tuning_f": 0.99,
     "tuning_g": 0.99,
+    "seen_b": 0.99,
+    "seen_c": 0.99,
+    "seen_d": 0.99,
     "heldout": 0.97,
-    "heldout_b": 0.97,
-    "heldout_c": 0.97,
-    "heldout_d": 0.97,
     "heldout_e": 0.97,
+    "heldout_f": 0.97,
+    "heldout_g": 0.97,
 }
 FALSE_POSITIVE_TARGET = 0.02
 MIN_ITEMS = {"secret": 300, "benign": 200}
@@ -82,18 +84,26 @@ MIN_ITEMS = {"secret": 300, "benign": 200}
 #: recall row at target. False positives 1.2% (en 1.5%), 1.6% (en 2.5%), 1.2% (en 2.2%),
 #: 2.0% (en 3.1%), 0.4% (en 0.8%): English rows of ``heldout_b``, ``c`` and ``d`` above 2%.
 #:
+#: Then the English false positives of ``heldout_b``, ``heldout_c`` and ``heldout_d`` were
+#: read: those parts became tuning material (``seen_b``, ``seen_c``, ``seen_d``, filled with
+#: their first names' seeds), and two fresh parts, ``heldout_f`` and ``heldout_g``, were
+#: written by two more helpers for the next round (``seen_b``-``d``, tuned on by three
+#: helpers in turn, the third also on a hostile probe's findings). Every held-out part,
+#: measured once after it: recall ``heldout`` 0.981 (en 0.974, zh 0.989), ``heldout_e``
+#: 0.995 (en 0.995, zh 0.994), ``heldout_f`` 0.990 (en 0.986, zh 0.995), ``heldout_g`` 0.986
+#: (en 0.992, zh 0.979); false positives 0.8% (en 0.7%, zh 0.8%), 0.8% (en 0.8%, zh 0.9%),
+#: 0.7% (en 0.7%, zh 0.8%), 0.9% (en 1.6%, zh 0%): every row at target. (``heldout_f`` and
+#: ``heldout_g`` lost 8 and 9 benign items the same as another part's when they were added;
+#: the figures are after that.)
+#:
 #: (``seen`` is an earlier held-out part, 0.889 and 5.0% when first measured; its misses
 #: were read, so it became tuning material.) Items the same as items of another part were
 #: dropped. The rows below target are expected to fail (strict: one that passes fails the
 #: run, so its mark goes with the improvement), and the reliability check reports them as
 #: the open gap of issue 29. The detector must not be tuned on a held-out part: once its
 #: misses are read, it joins the tuning parts and a newly written part takes its place.
-HELDOUT_OPEN_ISSUE: int | None = 29
-HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {
-    "heldout_b": {("false_positives", "en")},
-    "heldout_c": {("false_positives", "en")},
-    "heldout_d": {("false_positives", "en")},
-}
+HELDOUT_OPEN_ISSUE: int | None = None
+HELDOUT_BELOW_TARGET: dict[str, set[tuple[str, str]]] = {}
 
 
 def _below(part: str, what: str, lang: str) -> bool:

@@ -9,6 +9,7 @@ import pytest
 
 from memvault.policy.secret_context import made_password
 from memvault.policy.secret_patterns import looks_secret, normalise
+from memvault.policy.secret_views import collapsed
 from memvault.policy.secrets import find_secrets, structured_fields, text_fields
 
 #: Fake values, in the formats of real ones.
@@ -840,3 +841,257 @@ def test_a_structured_secret_and_its_look_alikes_of_the_eighth_corpus(
 )
 def test_a_password_people_make_has_a_shape_of_its_own(run: str, shape: str | None) -> None:
     assert made_password(run) == shape
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        # Provider formats: a Nostr private key, a DingTalk robot's signing secret.
+        (
+            "nostr login: nsec15feryxhrdz9m6y09mr8wrerwzgj6f8ntxvhxyrdlm5aahn0t09nl4ujy86",
+            True,
+        ),
+        ("sign with 'SEC5a4fd12aabfe228f219e9cb0eb53f16947ccf25ec84d8dbc74254770f58904db'", True),
+        # A JSON Web Key with its private part "d"; without it, a public key.
+        (
+            '{"kty":"OKP","crv":"Ed25519","x":"Vq3mZt8LwP0dRk5yHc2NbJf7GsXa4Ue1Qo9TiK6hDlE",'
+            '"d":"Lr7pW2qZk9XvN4cTb1Ym8HsGd5Ja3Fe0Ru6Ki2Ow7Pn"}',
+            True,
+        ),
+        ('{"kty":"OKP","crv":"Ed25519","x":"Vq3mZt8LwP0dRk5yHc2NbJf7GsXa4Ue1Qo9TiK6hDlE"}', False),
+        # A browser automation step typing into a password field (values no other rule
+        # takes for a password: all lower case, or bare digits).
+        ("enter #passwd with quokkaharbor2290", True),
+        ("type #pin with 482913", True),
+        ("fill #password with the value from the vault", False),
+        # A cloud's AK/SK pair (the consoles' own words), in Chinese and in English.
+        ("阿里云 AK 是 LTAI5tQ9ZpW3 ，SK 是 Vw8Jq2Lx7Kd4Mn9Pb3Rt6Yh1Zc5Gf0Se2Ua8Wi4", True),
+        ("the AK/SK for the backup bucket: Hd82KfqP0xZm3LrT7vNc5YwB1sJe9GuQaR4tWp6M", True),
+        ("rotate the AK/SK pair every 90 days, see runbook OPS-2231", False),
+        # A phone's unlock pattern, a PUK given as "mine is".
+        ("tablet unlock pattern: 3-5-7-8-9", True),
+        ("the date pattern is 2024-05-06", False),
+        ("the SIM wants its PUK, mine is 73920518", True),
+        # A security question's answer named only as "the answer".
+        ("security question (first school): I set the answer to Wx4#Maple-Otter", True),
+        ("the answer to the quiz is Paris2024!", False),
+        ("银行的安全问题答案设成了 Tq7#pLm2", True),
+        # An SNMP community string.
+        ("the SNMP community string is Kx_Ring#4410", True),
+        ("核心交换机的只读团体字是 Ro-View#7702", True),
+        # "dc=example" is an LDAP domain's value, not a word calling the password an example.
+        ("ldap: cn=svc,dc=shop,dc=example / bindpw Lk9!Ferry2", True),
+    ],
+)
+def test_secrets_of_the_seen_b_c_d_round(text: str, refused: bool) -> None:
+    assert bool(find_secrets([("content", text)])) is refused
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # A documentation URL whose variable parts are all X's (a plugin's URL finding).
+        "the guide shows https://hooks.slack.com/services/TXXXXXXXX/BXXXXXXXX/XXXXXXXXXXXXXXXX",
+        # AWS's documented example key id, in a text calling itself a user guide.
+        "From the developer guide:\naws_access_key_id = AKIAIOSFODNN7EXAMPLE",
+        # Two pieces of a sentence are not a token written in groups.
+        "history: 9c1e4b2 drop token cache; 7d0fa31 add password hint",
+        "Password rules: at least 14 characters, no reuse of the last 5",
+        # A password manager's entry named, not the secret.
+        "the GitLab token is in Bitwarden (folder: CI, item: 'gitlab runner')",
+        "the Stripe key in 1Password (vault: Engineering, item: Stripe-Prod-2024)",
+        # A form's blanks.
+        "printed card: 'SSID: ________  Password: ________' - write it in",
+        # A hash's "/" is no user/password separator.
+        "user rows store $2b$10$Qm3xLr8vWk2Zp9Tc4Ny7Jb/e1Hs5Gd6Fa0Ru2Ki8Ow3Pn4Lt9Xq1 (bcrypt)",
+        # A formula for a value, not the value.
+        "PKCE: code_challenge = BASE64URL(SHA256(code_verifier)) for each request",
+    ],
+)
+def test_look_alikes_of_the_seen_b_c_d_round(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    "state",
+    [
+        {"request": {"token_signature": "Zq8Xv2Lp9Tk4Wn7Rb3Mc6Yh1Jd5Gf0Se2Ua8Wi4Qo"}},
+        {
+            "api_key_signatures": [
+                "3b8f0e6a91c4d27f5e0a8b3c6d9f1e2a4b7c0d3e6f9a2b5c8d1e4f7a0b3c6d9f"
+            ]
+        },
+    ],
+)
+def test_a_signature_made_with_a_key_is_no_secret(state: dict[str, object]) -> None:
+    # "signature" after a secret's name: what the key signed, shown with the message.
+    assert find_secrets(structured_fields(state, "state")) == []
+
+
+def test_groups_that_end_in_a_word_of_the_sentence_are_not_closed_up() -> None:
+    # A commit's short hash then the word after it: no token written in groups.
+    assert collapsed("token refresh; 8b21e0d add") is None
+
+
+def test_a_secret_kept_in_a_password_manager_is_still_a_secret_when_given() -> None:
+    assert find_secrets([("content", "the DB password in 1Password is Hx7!kQ29pz")])
+
+
+@pytest.mark.parametrize(
+    ("value", "refused"),
+    [
+        # A browser automation step's selector names the field its sibling value fills.
+        ({"steps": [{"selector": "#pwd", "value": "Hq7#wLz2025"}]}, True),
+        ({"form": [{"locator": "#passcode", "value": "Tern!Basket55"}]}, True),
+        ({"steps": [{"selector": "#email", "value": "mara@shop.test"}]}, False),
+    ],
+)
+def test_a_selector_names_the_field_its_value_fills(
+    value: dict[str, object], refused: bool
+) -> None:
+    assert bool(find_secrets(structured_fields(value, "state"))) is refused
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        # Groups after a label glued to the first of them ("一组):k/Q7").
+        ("访问密钥（四位一组）：k/Q7 xZ2p Lm9R w4Tb Pn5c", True),
+        ("API 密钥(按 4 位一组记):Gh7q Xz2P m9Rk W4tB", True),
+        # Characters listed one by one with an enumeration comma.
+        ("银行卡密码一位一位地说：7、Q、!、x、2、m、K", True),
+        ("颜色有红、绿、蓝、黄、白、黑", False),
+        # A seed phrase's words joined by hyphens inside a key path.
+        (
+            "vault/backup/orbit-velvet-canyon-ladder-giant-mirror-pepper-salute-timber-hollow"
+            "-quiz-glove",
+            True,
+        ),
+        ("docs/how-to-set-up-the-new-build-server-for-the-team-in-the-lab", False),
+        # A seed phrase given in two labelled halves.
+        (
+            "first half of my recovery words: orbit velvet canyon ladder giant mirror\n"
+            "second half: pepper salute timber hollow quiz glove",
+            True,
+        ),
+        # A PIN given in labelled parts, each after "是" or "are".
+        ("储蓄卡密码前两位是 58，后四位是 3071", True),
+        ("the alarm code: first two digits are 47, last two digits are 19", True),
+        # "if I ask": when the value is wanted; "it's" after the colon is not the value.
+        ("my locker code if I ask: it's 6204", True),
+        ("the PIN, if it expires: 4 digits", False),
+        # A value the text calls encoded that decodes to a password people make.
+        ("base64-encoded so the chat filter keeps it: R3JhdmVsJk1vdGgyMDMx", True),
+        ("hex-encoded greeting: 68656c6c6f207468657265", False),
+        ("hex-encoded, for example: 47726176656c264d6f746832303331", False),
+        # A file name: a secret-named word, then the value, then the extension.
+        ("restore_db_pwd-Kv3#pLx82q.sql.gz", True),
+        ("release-notes_v2.3-final.pdf", False),
+    ],
+)
+def test_secrets_in_pieces_lists_paths_and_encodings(text: str, refused: bool) -> None:
+    assert bool(find_secrets([("content", text)])) is refused
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        # RFC 6749's published sample tokens.
+        'RFC 6749 shows access_token "2YotnFZFEjr1zCsicMWpAA" in its sample response',
+        # Azurite's published development key, its padding then a Chinese comma.
+        "Azurite 模拟器的默认密钥 Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq"
+        "/K1SZFPTOtr/KBHBeksoGMGw==，只能连本机",
+    ],
+)
+def test_published_example_keys_are_no_secret(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+#: What a hostile probe stored through the API: a password that begins with "$" (read as
+#: a shell variable), a bare Zhipu AI key, a Chinese seed phrase with no spaces.
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("my password is $vQe7TmRk3zLp", True),
+        ("DB_PASSWORD=$vQe7TmRk3zLp", True),
+        ("export REDIS_PASSWORD='$Hx4nWq8cPb2s'", True),
+        # A variable's name, in any case, with or without braces, is a reference.
+        ("DB_PASSWORD=$DB_PASSWORD", False),
+        ("DB_PASSWORD=${DB_PASSWORD}", False),
+        ("my password is $db_password", False),
+        ("password: $HOME", False),
+        ("password = $dbPassword", False),
+    ],
+)
+def test_a_password_that_begins_with_a_dollar_is_a_value(text: str, refused: bool) -> None:
+    assert bool(find_secrets([("content", text)])) is refused
+
+
+def test_a_dollar_password_in_base64_json_in_run_state_is_refused() -> None:
+    import base64
+    import json
+
+    inner = json.dumps({"user": "svc_app", "password": "$vQe7TmRk3zLp"}).encode()
+    state = {"step": "connect", "blob": base64.b64encode(inner).decode()}
+    assert find_secrets(structured_fields(state, "state"))
+    reference = json.dumps({"user": "svc_app", "password": "${DB_PASSWORD}"}).encode()
+    state = {"step": "connect", "blob": base64.b64encode(reference).decode()}
+    assert find_secrets(structured_fields(state, "state")) == []
+
+
+@pytest.mark.parametrize("seed", [11, 12, 13])
+def test_a_bare_zhipu_key_is_refused(seed: int) -> None:
+    key = _body(_HEX, 32, seed) + "." + "Q" + _body(_A62, 15, seed + 100)
+    assert find_secrets([("content", key)])
+    assert find_secrets([("content", f"GLM 调用: {key}")])
+
+
+@pytest.mark.parametrize(
+    ("text", "refused"),
+    [
+        ("助记词:枪坡竹宣隔钢摇猪雪伸挤辉", True),
+        ("恢复短语：举秋迷载屋奔渐凯碳瓜乳荣乘洪溶枝劝谷勤炼雾壁凡蛋", True),
+        ("种子短语 枪坡竹宣隔钢摇猪雪伸挤辉", True),
+        ("mnemonic: 枪坡竹宣隔钢摇猪雪伸挤辉", True),
+        # Sentences about the phrase, not the phrase.
+        ("助记词:请抄写在纸上并妥善保管", False),
+        ("助记词:由钱包随机生成的一组汉字", False),
+        ("助记词是恢复资产的唯一凭证", False),
+    ],
+)
+def test_a_chinese_seed_phrase_without_spaces_is_refused(text: str, refused: bool) -> None:
+    assert bool(find_secrets([("content", text)])) is refused
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the key lives at arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+        "The database password is stored in "
+        "arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf.",
+        "fetch the token from arn:aws:secretsmanager:eu-west-2:210987654321:secret:ci/gh-x9Yq2Z",
+        "the secret is arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+        "密钥在 arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf",
+        "read it from vault kv get secret/data/prod/db",
+        "the password is vault:secret/data/prod/db#password",
+        "the stripe key is at secret/data/payments/stripe",
+        "the key is secret/data/prod/Db9xQ2mLkP",
+    ],
+)
+def test_where_a_secret_is_kept_is_no_secret(text: str) -> None:
+    assert find_secrets([("content", text)]) == []
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "the secret at arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf "
+        "is Zk8qT2mLx9Wp4vRn",
+        "vault kv get secret/data/prod/db returned password=Zk8qT2mLx9Wp4vRn",
+        "the password stored under secret/data/prod/db is Tr0ub4dor&3x",
+        "the key lives at arn:aws:secretsmanager:us-east-1:123456789012:secret:prod/db-AbCdEf "
+        "and its value is wJalrXUtnFEMI/K7MDENG/bPxRfiCYzQ8kTq2Lp",
+    ],
+)
+def test_a_value_beside_a_store_reference_is_still_refused(text: str) -> None:
+    assert find_secrets([("content", text)])

@@ -62,6 +62,10 @@ _WORD_BEFORE = re.compile(r"([a-z][a-z0-9]*)[\s_.\-]*$")
 _STRENGTH = {Kind.PIN: 1, Kind.PASSWORD: 2, Kind.PHRASE: 2, Kind.TOKEN: 3}
 
 
+#: A cloud's access key id and secret key named as a pair (Huawei, Alibaba, Tencent,
+#: Baidu and Volcengine consoles all say "AK/SK"): "sk" alone is too short a name.
+_AK_SK = re.compile(r"(?<![a-z0-9])ak(?![a-z0-9]).{0,80}?(?<![a-z0-9])sk(?![a-z0-9])")
+
 _DENIED = re.compile(r"\b(?:not|isn't|is not|never) (?:a|an|the|my|your)\s*$|不是|并非|并不是|不算")
 
 
@@ -77,6 +81,8 @@ def _names(line: str) -> list[Kind]:
         kind = name_kind(f"{before.group(1)} {word}" if before else word)
         if kind is not None:
             kinds.append(kind)
+    if "sk" in low and _AK_SK.search(low):
+        kinds.append(Kind.TOKEN)  # "AK/SK", "AK 是 ..., SK 是 ...": a cloud's key pair
     if not line.isascii():
         for m in _ZH_NAME.finditer(line):
             if _DENIED.search(line[max(0, m.start() - 4) : m.start()]):
@@ -113,9 +119,14 @@ def _generic(line: str) -> bool:
     return bool(_GENERIC.search(_EXAMPLE_HOSTS.sub(" ", line)))
 
 
+#: A function applied to a named argument ("SHA256(code_verifier", "hmac(key, msg)"): a
+#: formula that says how a value is made, not the value.
+_FORMULA = re.compile(r"^[A-Za-z_][\w.]*\(\s*[A-Za-z_][\w.]*\s*(?:[,)]|$)")
+
+
 def _judge(value: str, kinds: list[Kind]) -> bool:
     value = value.strip()
-    if not value or len(value) > 200 or "\n" in value:
+    if not value or len(value) > 200 or "\n" in value or _FORMULA.match(value):
         return False
     if ":" in value and _user_password(value):
         return True
@@ -249,7 +260,7 @@ _PIECE = re.compile(
     r"(?:(?:first|second|third|fourth|last|other)\s+(?:half|part|piece|bit)|part\s*\d(?:/\d)?"
     r"|piece\s*\d|前半段?|后半段?|前半部分|后半部分|上半段?|下半段?|第[一二三四1-4]段|第[一二三四1-4]部分"
     r"|[前后]\s*[一二两三四五六七八九十\d]{1,2}\s*位|(?:first|last)\s+(?:\w+\s+)?(?:digits|characters|chars))"
-    r"\s*[:=]?\s*[\"'\u201c\u300c]?(?P<v>[^\s\"'\u201d\u300d,;]{2,40})"
+    r"\s*(?:[:=]|是|为|(?:is|are)(?=\s))?\s*[\"'\u201c\u300c]?(?P<v>[^\s\"'\u201d\u300d,;\uff0c\uff1b\u3002]{2,40})"
 )
 
 
@@ -322,12 +333,18 @@ _STOP = frozenset(
 )
 
 
+#: Labels of a part of one phrase ("first half: ... second half: ..."): the run goes on.
+_PART_LABELS = frozenset({"half", "part", "piece", "rest", "remainder", "continued"})
+
+
 def _seed_runs(text: str) -> Iterator[tuple[int, bool]]:
     """Runs of seed-shaped words: (length, whether only spaces or numbers separate them)."""
     run, plain = 0, True
     for raw in re.finditer(r"\S+", text):
         token = raw.group()
         if token.endswith((":", "=")) and token[:-1].isalpha():
+            if token[:-1] in _PART_LABELS:
+                continue  # "second half:": the phrase goes on, in its next part
             if run:
                 yield run, plain
             run, plain = 0, True
@@ -434,7 +451,9 @@ def _random_near_name(line: str, kinds: list[Kind]) -> bool:
         return False
     for m in _RANDOM.finditer(line):
         token = m.group().rstrip("=")
-        if is_documentation_example(token) or _ID.fullmatch(token) or _wordy(token):
+        if is_documentation_example(m.group()) or is_documentation_example(token):
+            continue  # a published example, with its padding or without
+        if _ID.fullmatch(token) or _wordy(token):
             continue
         if _said_not_a_key(line, m.start(), m.end()):
             continue
@@ -744,6 +763,32 @@ _NAMED_JUST_BEFORE = re.compile(
 # --- the whole text ------------------------------------------------------------------------
 
 
+#: A text that says it wrote a value encoded ("hex-encoded so the filter keeps it").
+_ENCODED_SAID = re.compile(
+    r"(?i)\b(?:hex|base64|base-64|b64|base32)[- ]?(?:encoded|encoding|encode)\b"
+    r"|\bencoded\s+(?:in|as|with|to)\s+(?:hex|base64|base-64|b64|base32)\b"
+    r"|(?:十六进制|base64|hex)\s*编码|编码成\s*(?:十六进制|base64|hex)"
+)
+
+
+def _encoded_password(text: str) -> bool:
+    """A value the text calls encoded that decodes to a password as people make them:
+    no one encodes a password-shaped string but to pass a password along."""
+    for line in text.split("\n"):
+        if _generic(line):
+            continue  # "for example, hex of 'Hunter2!' is ..."
+        decoded = [base64_text(m.group()) for m in _B64.finditer(line)]
+        decoded += [_printable(bytes.fromhex(m.group(1))) for m in _HEX.finditer(line)]
+        for value in decoded:
+            if (
+                value is not None
+                and made_password(value) is not None
+                and not is_documentation_example(value)
+            ):
+                return True
+    return False
+
+
 def context_secrets(text: str) -> Iterator[str]:
     """The secret types found in a normalised text by its context."""
     if len(text) > MAX_CONTEXT_CHARS:
@@ -759,6 +804,9 @@ def context_secrets(text: str) -> Iterator[str]:
         return
     if any(word in text for word in _REVEAL_WORDS) and _revealed(text):
         yield "Secret In Tool Output"
+        return
+    if _ENCODED_SAID.search(text) and _encoded_password(text):
+        yield "Secret In Context"
         return
     backwards = bool(_BACKWARDS.search(text.lower()))
     lines = text.split("\n")

@@ -193,6 +193,10 @@ FORMATS: tuple[Format, ...] = (
     _f("Tavily API Key", "tvly-", f"{B64U}{{24,}}"),
     _f("Langfuse Secret Key", "sk-lf-", r"[a-f0-9\-]{36}"),
     # Wallets and key files.
+    # A Nostr private key (NIP-19): bech32, "nsec1" then 58 characters.
+    _f("Nostr Private Key", "nsec1", "[a-z0-9]{58}"),
+    # A DingTalk (钉钉) robot's signing secret: "SEC" then 64 hex digits.
+    _f("DingTalk Robot Secret", "SEC", f"{HEX}{{64}}", random_body=True),
     # Base58 keys stand alone: not inside a longer base64 run.
     Format(
         "Bitcoin Private Key (WIF)",
@@ -208,6 +212,14 @@ FORMATS: tuple[Format, ...] = (
             r"(?<![\w.\-])[A-Za-z0-9_\-]{23,28}\.[A-Za-z0-9_\-]{6,7}\.[A-Za-z0-9_\-]{27,40}"
             r"(?![\w.\-])"
         ),
+        random_body=True,
+    ),
+    Format(
+        # A Zhipu AI (智谱, GLM / BigModel) API key: the key's id in 32 hex digits, a dot,
+        # its secret in 16 letters and digits.
+        "Zhipu AI API Key",
+        "",
+        re.compile(r"(?<![\w.\-/])[0-9a-f]{32}\.(?=[a-z0-9]*[A-Z])[A-Za-z0-9]{16}(?![\w.\-/])"),
         random_body=True,
     ),
     Format(
@@ -232,6 +244,7 @@ _UNPREFIXED_HINTS: dict[str, tuple[str, int]] = {
     "Bitcoin Private Key (WIF)": ("", 51),
     "Extended Private Key": ("prv", 104),
     "Discord Bot Token": (".", 58),
+    "Zhipu AI API Key": (".", 49),
 }
 #: Prefixes by their first two characters, longest first: a token can start wherever a
 #: word starts, and a dictionary lookup there costs less than a regex of all prefixes.

@@ -235,7 +235,8 @@ _EN_NAMES = (
     r"|credentials?|(?:unlock|access|door|alarm|security|entry|gate|safe|wi-?fi|lock[ -]?screen"
     r"|garage|locker|vault|keypad|building|backup|recovery|lockbox|padlock|phone) code"
     r"|(?:backup|recovery|2fa|mfa|otp|emergency) codes|keypad|app password|pat"
-    r"|(?:security|secret) (?:question )?answer|answer to (?:the|my) security question"
+    r"|(?:unlock|android|lock[ -]?screen|phone) pattern|community string"
+    r"|(?:security|secret) (?:question )?answer|answer to (?:the|my) security question|answer"
     r"|(?:safe|lock|locker|padlock) combination|combination|seed(?: phrase| words)?"
     r"|mnemonic(?: phrase)?"
     r"|(?:recovery|backup|secret|mnemonic|wallet)(?: recovery)? (?:phrase|words|seed)|key"
@@ -291,9 +292,12 @@ def _words_before(low: str, start: int, count: int = 2) -> list[str]:
     """The last words of the (folded) line before ``start``, in the name's own phrase."""
     window = low[max(0, start - 32) : start]
     ends = list(_PHRASE_END.finditer(window))
+    words_from = 0
     if ends:
         window = window[ends[-1].end() :]
-    return _WORDS_BEFORE.findall(window)[-count:]
+        # "dc=example / bindpw ...": the word right after "=" is that setting's value.
+        words_from = 1 if ends[-1].group() == "=" and window[:1].isalnum() else 0
+    return _WORDS_BEFORE.findall(window)[words_from:][-count:]
 
 
 #: Chinese words just before a secret's name that say the value is documentation's
@@ -313,6 +317,30 @@ _HASHED = frozenset(
 )
 
 
+#: Password managers and secret stores: a secret said to be *in* one is pointed to.
+_STORES = frozenset(
+    {
+        *("1password", "lastpass", "bitwarden", "keepass", "keepassxc", "dashlane", "keychain"),
+        *("keyring", "doppler", "infisical", "vault", "vaultwarden", "passbolt", "psono"),
+    }
+)
+
+
+def _kept_in_a_store(qualifier: str | None) -> bool:
+    """Whether what a name is "in" or "from" is a password manager or a secret store
+    ("the new API key in 1Password", "the token from Vault"): the value after it names
+    the entry, not the secret."""
+    words = re.findall(r"[a-z0-9]+", qualifier or "")
+    if len(words) < 3 or words[0] not in ("in", "from", "inside") or _STORES.isdisjoint(words):
+        return False
+    # The value is the entry's coordinates ("(vault: Engineering, item: ...)"); "the DB
+    # password in 1Password is Hx7!..." still gives the password itself.
+    return words[-1] in _ENTRY_WORDS
+
+
+_ENTRY_WORDS = frozenset({"vault", "item", "entry", "folder", "collection", "title", "path"})
+
+
 def _prose(m: re.Match[str], line: str) -> bool:
     name = _group(m, line, "k")
     kind = name_kind(name)
@@ -322,8 +350,16 @@ def _prose(m: re.Match[str], line: str) -> bool:
         return False
     if _HASHED.intersection(qualifier):
         return False  # "the token for the merge commit is 9fce...": the commit's hash
+    if _kept_in_a_store(m.group("q")):
+        return False  # "the Stripe key in 1Password (vault: Engineering)": where it is kept
     if _zh_example_before(line, m.start()):
         return False
+    if (
+        kind is None
+        and name == "answer"
+        and _SECURITY_QUESTION.search(m.string[max(0, m.start() - 120) : m.start()])
+    ):
+        kind = Kind.PASSWORD  # "for the security question ... I set the answer to Pq7!..."
     if kind in (None, Kind.WEAK):
         # "the code to the front door is ...", "the alarm disarm code is ...": what the
         # name is for, or the word before it, says what it is.
@@ -336,6 +372,9 @@ def _prose(m: re.Match[str], line: str) -> bool:
                 break
     return kind is not None and _judge(name, _group(m, line, "rest"), prose=True, kind=kind)
 
+
+#: A security question named before a bare "answer" (on the folded line).
+_SECURITY_QUESTION = re.compile(r"(?:security|secret|memorable) question|maiden name")
 
 #: Things a bare "key" or "code" opens, named earlier in its sentence.
 _PLACES = frozenset(
@@ -379,8 +418,8 @@ def _gapped(m: re.Match[str], line: str) -> bool:
     1037, ...": a name, a few words of the same clause, then the value after "it's" or a
     colon. The words between must not make the value something else."""
     name = _group(m, line, "k")
-    words = re.findall(r"[a-z']+", m.group("gap"))
-    if _GAP_NOT.intersection(words):
+    words = _ASKED.sub(" ", m.group("gap"))
+    if _GAP_NOT.intersection(re.findall(r"[a-z']+", words)):
         return False
     before = _words_before(m.string, m.start(), count=4)
     if _NOT_ANYONES.intersection(before[-2:]) or "public" in before:
@@ -390,13 +429,20 @@ def _gapped(m: re.Match[str], line: str) -> bool:
     kind = name_kind(name)
     if kind in (None, Kind.WEAK):
         return False
-    rest = _group(m, line, "rest")
+    # "... PIN if I ask: it's 4719": the words that say the value comes are not it.
+    rest = _SAID_FIRST.sub("", _group(m, line, "rest"), count=1)
     if kind is Kind.PIN and not _DIGITS_FIRST.match(rest):
         return False  # "Pin the base image: python:3.12@sha256:...": the verb
     return _judge(name, rest, prose=True, kind=kind)
 
 
+#: "if I ask", "in case you need it": when the value is wanted, not a condition on it.
+_ASKED = re.compile(
+    r"\b(?:if|when|whenever|in case)\s+(?:i|you|we|they|he|she)\s+(?:ever\s+)?"
+    r"(?:ask|asks|need|needs|forget|forgets|want|wants)\b"
+)
 _DIGITS_FIRST = re.compile(r"\s*[\"'`]?\d[\d\s#*,-]{3,}")
+_SAID_FIRST = re.compile(r"^\s*(?:it'?s|it is|that'?s|that is|they'?re|they are|mine is)\s+(?=\S)")
 
 
 def _near_name(m: re.Match[str], line: str) -> bool:
@@ -670,12 +716,13 @@ def _aws_secret(m: re.Match[str], line: str) -> bool:
 
 #: Written in lower case: the rule runs on the folded line.
 _ZH_NAMES = (
-    r"助记词|恢复短语|种子短语|口令短语|密语|助记码|密保(?:答案|问题)?|撤防码|布防码|开门码|报警码|恢复码"
+    r"助记词|恢复短语|种子短语|口令短语|密语|助记码|密保(?:答案|问题)?|安全问题的?答案|撤防码|布防码|开门码|报警码|恢复码"
     r"|恢复代码|备用代码|备份代码|救援码|验证码|校验码|动态码"
     r"|备用码|备份码|安全码|取款密码|支付密码|银行卡密码|门禁密码|保险箱密码"
     r"|开机密码|锁屏密码|解锁码|门禁码|密码锁|交易密码|手机密码|数字密码|平板密码|pin ?码"
     r"|私钥|密钥|秘钥|令牌|授权码"
-    r"|访问码|凭证|密码|口令|暗号|通行码|password|passwd|pwd|passphrase|token|api ?key"
+    r"|访问码|凭证|密码|口令|暗号|通行码|团体字|团体名|共同体名"
+    r"|password|passwd|pwd|passphrase|token|api ?key"
     r"|secret(?: ?key)?|access ?key|private ?key|pin|key"
 )
 _ZH_VERBS = (
@@ -690,7 +737,10 @@ _ZH_NEGATORS = re.compile(
     r"|模板|示例|样例|范例|前缀|开头|结尾|后缀|名(?!字|称)|条数|数量|个数|总数|上限|下限|配额|额度"
     r"|(?<![a-z])id(?![a-z])"
 )
-_ZH_STEMS = ("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语")
+_ZH_STEMS = (
+    *("密", "口令", "钥", "令牌", "助记", "暗号", "凭", "授权", "码", "短语", "密语", "答案"),
+    *("团体字", "团体名", "共同体名"),
+)
 _ZH_NEEDS = (*_ZH_STEMS, "pass", "pwd", "token", "key", "secret", "pin")
 #: The Chinese names alone, for a value that follows with only a space ("口令 Xy7!...").
 _ZH_ONLY_NAMES = _ZH_NAMES.split("|password")[0]
@@ -846,6 +896,23 @@ def _seed_words(m: re.Match[str], line: str) -> bool:
     return len(words) >= 12 and len(set(words)) >= len(words) - 3
 
 
+#: What a sentence about a seed phrase says ("请妥善保管", "不要截图"): not the words.
+_ABOUT_THE_PHRASE = re.compile(
+    r"请|不要|千万|务必|保管|妥善|备份|丢失|泄露|截图|忘记|写在|抄写|保存|记下|输入|导入|找回"
+    r"|钱包|生成|随机|汉字|单词|中文|英文|顺序"
+)
+
+
+def _joined_seed(m: re.Match[str], line: str) -> bool:
+    """12, 15, 18, 21 or 24 Chinese characters, one BIP-39 word each, written together
+    after a seed phrase's label: distinct characters (a random draw from 2048 rarely
+    repeats one), and no words of a sentence that speaks about the phrase."""
+    run = m.group("w")
+    if len(run) % 3 or len(set(run)) < len(run) - 2:
+        return False
+    return not _ABOUT_THE_PHRASE.search(run)
+
+
 def _card_code(m: re.Match[str], line: str) -> bool:
     """A card's security code (CVV, CVC, 安全码): three or four digits, unless the words
     between say it is a fact about the code ("CVV length: 3") or the line is a test
@@ -899,7 +966,7 @@ def _fed_decoded(m: re.Match[str], line: str) -> bool:
 _EN_NEEDS = (
     *("pass", "p@ss", "p4ss", "pw", "pin", "secret", "key", "token", "credential", "code"),
     *("combination", "seed", "mnemonic", "phrase", "words", "answer", "puk", "combo", "pat"),
-    "psk",
+    *("psk", "pattern", "community"),
 )
 
 #: What a name that calls its value a secret holds (``secret_values.name_kind``).
@@ -912,7 +979,36 @@ _NAME_NEEDS = (
     *("パスワード", "暗証"),
 )
 
+
+def _jwk_private(m: re.Match[str], line: str) -> bool:
+    """A JSON Web Key with its private part ("d", RFC 7518): an EC, RSA or OKP private key."""
+    return looks_random(_group(m, line, "v"), min_length=20)
+
+
+def _typed_into_password(m: re.Match[str], line: str) -> bool:
+    """A browser automation step that types a value into a password field ("fill
+    #password with 'Quokka-Harbor-2290'")."""
+    return looks_secret(_unquote(_group(m, line, "v")), prose=False, kind=Kind.PASSWORD)
+
+
 PATTERNS: tuple[Pattern, ...] = (
+    Pattern(
+        "JSON Web Key (private)",
+        re.compile(r"\"kty\"[^{}]{0,400}?\"d\"\s*:\s*\"(?P<v>[A-Za-z0-9_\-]{20,})\""),
+        _jwk_private,
+        needs=('"kty"',),
+    ),
+    Pattern(
+        "Secret In Automation Step",
+        re.compile(
+            r"\b(?:fill|type|enter|input|send_keys|sendkeys)\s+(?:in(?:to)?\s+)?(?:the\s+)?"
+            r"[\"'`]?[#.\[]?[\w\-=\"'\[\]]{0,30}?(?:password|passwd|pwd|passcode|pin)\b"
+            r"[\w\-=\"'\]]{0,20}\s+(?:field\s+)?with\s+(?P<v>\"[^\"\n]+\"|'[^'\n]+'|\S+)"
+        ),
+        _typed_into_password,
+        needs=("pass", "pwd", "pin"),
+        folded=True,
+    ),
     Pattern(
         "AWS Secret Access Key",
         re.compile(
@@ -1097,7 +1193,8 @@ PATTERNS: tuple[Pattern, ...] = (
         "Secret In Prose",
         re.compile(
             rf"{_NAME_START}(?P<k>{_EN_NAMES})\b(?P<gap>[\s,(?](?:[^.!?\n:=;]|[.?](?=\S)|\?){{0,60}}?)"
-            r"(?:(?:,\s*|\s+)(?:it'?s|it\s+is|they'?re|they\s+are)\s+|:(?!//)\s*)"
+            r"(?:(?:,\s*|\s+)(?:it'?s|it\s+is|they'?re|they\s+are|mine\s+is|mine'?s)\s+"
+            r"|:(?!//)\s*)"
             r"(?P<rest>[^\n]{1,400})"
         ),
         _gapped,
@@ -1200,7 +1297,7 @@ PATTERNS: tuple[Pattern, ...] = (
         re.compile(
             r"(?:login|logon|log (?:in|on)(?:to)?|signed? in(?:to)?|creds|credentials|account"
             r"|sign[- ]in|user(?:name)?|登录信息?|账号|账户"
-            r"|账密|用户名)[^\n/]{0,60}?(?<![\w/])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
+            r"|账密|用户名)[^\n/]{0,60}?(?<![\w/$])(?P<u>[\w.@+\-]{2,40})\s*/\s*(?P<v>[^\s/]{6,})"
             r"(?!\S*/)"
         ),
         lambda m, line: not _in_url(line, m) and _strict_value(_group(m, line, "v")),
@@ -1462,6 +1559,19 @@ PATTERNS: tuple[Pattern, ...] = (
         folded=True,
         cjk=True,
     ),
+    Pattern(
+        # "助记词:经性有重平社代各了经国前": a Chinese seed phrase (a character a word) with
+        # no spaces, right after its label.
+        "Seed Phrase",
+        re.compile(
+            rf"(?:{_SEED_CONTEXT})\s*(?:是|为)?[\s:=\"'\u201c\u300c]{{0,4}}"
+            r"(?P<w>[\u4e00-\u9fff]{12,24})(?![\u4e00-\u9fff])"
+        ),
+        _joined_seed,
+        needs=_SEED_NEEDS,
+        folded=True,
+        cjk=True,
+    ),
 )
 
 _BARE_SEED = re.compile(r"^\s*(?:[a-z]{3,8}\s+){11,23}[a-z]{3,8}\s*$")
@@ -1487,9 +1597,33 @@ _NEEDS = tuple(sorted(set(_STEM.values())))
 _NEEDS_OF = tuple(frozenset(_STEM[need] for need in pattern.needs) for pattern in PATTERNS)
 
 
+#: Where a secret is kept, not the secret: an Amazon Resource Name ("arn:aws:
+#: secretsmanager:...:secret:prod/db-AbCdEf", "arn:aws:ssm:...:parameter/..."), a Vault
+#: KV path ("secret/data/payments/stripe", "vault:secret/data/prod/db", what "vault kv
+#: get" reads). Its colons and slashes are no name's separator, its last segment (the
+#: random suffix Secrets Manager adds) no value.
+_STORE_REFERENCE = re.compile(
+    r"(?<![\w:/.\-])arn:aws[\w-]*:[a-z0-9-]+:[a-z0-9-]*:\d{0,12}:[^\s,;'\"()\[\]{}<>]*"
+    r"[^\s,;'\"()\[\]{}<>.]"
+    r"|(?<![\w/.\-])(?:vault:(?://)?)?[a-z][\w-]{0,20}/(?:data|metadata)/[\w.\-]+(?:/[\w.\-]+)*"
+    r"(?<!\.)"
+    r"|(?<=\bvault kv get )(?:-[\w=-]+ )*[a-z][\w-]{0,20}(?:/[\w.\-]+)+(?<!\.)"
+    r"|(?<=\bvault read )(?:-[\w=-]+ )*[a-z][\w-]{0,20}(?:/[\w.\-]+)+(?<!\.)"
+)
+_STORE_HINTS = ("arn:aws", "/data/", "/metadata/", "vault ")
+
+
+def mask_references(line: str, placeholder: str = "<secret-ref>") -> str:
+    """The line with each reference to a secret store written as a placeholder."""
+    if not any(hint in line for hint in _STORE_HINTS):
+        return line
+    return _STORE_REFERENCE.sub(placeholder, line)
+
+
 def matches(line: str) -> Iterator[str]:
     """The secret types found in one normalised line, one per rule that matched."""
     yield from formats_in(line)
+    line = mask_references(line)
     low = fold(line)
     present = {need for need in _NEEDS if need in low}
     separated = ":" in line or "=" in line or "->" in line

@@ -112,6 +112,8 @@ _CODE_QUALIFIERS = frozenset(
         *("disarm", "arm", "house", "home", "front", "apartment", "atm", "card", "bank"),
     }
 )
+#: Words before "pattern" that make it a phone's unlock pattern, not a regex or a format.
+_PATTERN_LOCKS = frozenset({"unlock", "android", "lock", "lockscreen", "screen", "phone"})
 #: Words that make a name about a secret rather than the secret itself, when they come
 #: after its decisive word (``password_min_length``) or stand last (``api_key_id``).
 _NEGATORS = frozenset(
@@ -141,6 +143,8 @@ _NEGATORS = frozenset(
         *("protected", "encrypted", "redacted", "masked", "secure", "strong", "weak"),
         *("generator", "generation", "length_min", "manager_url", "prefix", "suffix"),
         *("publishable", "accessor"),
+        # What a key signs with is its signature: a message's, shown with the message.
+        *("signature", "signatures"),
     }
 )
 #: Words that make a name about something else only as its last word:
@@ -173,7 +177,12 @@ _ZH_NAMES: tuple[tuple[str, Kind], ...] = (
     ),
     *((w, Kind.TOKEN) for w in ("私钥", "密钥", "秘钥", "令牌", "授权码", "访问码", "凭证")),
     *((w, Kind.PASSWORD) for w in ("密码", "口令", "暗号", "通行码", "パスワード", "暗証番号")),
-    *((w, Kind.PASSWORD) for w in ("密保答案", "密保问题", "密保")),
+    # An SNMP community string: the password of SNMP v1 and v2c.
+    *((w, Kind.PASSWORD) for w in ("团体字", "团体名", "共同体名")),
+    *(
+        (w, Kind.PASSWORD)
+        for w in ("密保答案", "密保问题", "密保", "安全问题答案", "安全问题的答案")
+    ),
 )
 _ZH_NEGATORS = (
     *("长度", "策略", "规则", "要求", "位数", "复杂度", "过期", "有效期", "轮换", "管理"),
@@ -225,6 +234,8 @@ def name_kind(name: str) -> Kind | None:
     for i in range(len(words) - 1, -1, -1):
         word = words[i]
         before = words[i - 1] if i else ""
+        if word == "pattern" and before in _PATTERN_LOCKS:
+            return Kind.PIN  # "Android unlock pattern 1-5-9-6": the grid's dots, in order
         if word in _NEGATORS or (i == len(words) - 1 and word in _LAST_NEGATORS):
             return None
         if word in _PIN_WORDS or word == "combination":
@@ -513,13 +524,40 @@ _SHORT_WORDS = frozenset(
 )
 
 
+#: What a form's blank is drawn with.
+_BLANK_CHARS = frozenset("_\u2026\u2014\u2013\uff3f")
+
+
+#: "$fuuKUA8pi18": a "$" and a body of random mixed-case letters and digits. A shell's or
+#: a template's variable is a name ("$DB_PASSWORD", "$db_password", "$dbPassword"); a
+#: value that merely begins with "$" is no reference to one.
+_DOLLAR_VALUE = re.compile(r"^\$(?P<b>[A-Za-z0-9!@#%^&*+=.~-]{8,})$")
+
+
+def dollar_value(value: str) -> bool:
+    """Whether a value that begins with "$" is a value, not a variable's name."""
+    m = _DOLLAR_VALUE.match(value.strip(_TRIM))
+    if m is None:
+        return False
+    body = m.group("b")
+    if not (
+        any(c.isupper() for c in body)
+        and any(c.islower() for c in body)
+        and any(c.isdigit() for c in body)
+    ):
+        return False
+    return not _identifier(body) and not _identifier(body.strip("0123456789"))
+
+
 def is_mask(value: str) -> bool:
     """A template, a mask, or a reference to where the secret is kept."""
     if _TEMPLATE.match(value) or _REFERENCE.match(value) or _TEMPLATE_INSIDE.search(value):
-        return True
+        return not dollar_value(value)
     core = value.strip(_TRIM)
     if len(core) >= 6 and len(set(core)) <= 2:
         return True  # xxxxxx, 000000, ******, abababab
+    if len(core) >= 3 and sum(c in _BLANK_CHARS for c in core) >= 0.75 * len(core):
+        return True  # "______'-", "____ ____": a form's blank to fill in by hand
     return bool(re.search(r"(.)\1{7,}", core))  # a run of one character: a mask
 
 
@@ -542,6 +580,8 @@ KNOWN_EXAMPLES = frozenset(
         "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",  # AWS's secret access key example
         # Azurite's and the Azure Storage Emulator's well-known development account key.
         "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw==",
+        # RFC 6749's (OAuth 2.0) sample access token, refresh token and authorization code.
+        *("2YotnFZFEjr1zCsicMWpAA", "tGzv3JOkF0XG5Qx2TlKWIA", "SplxlOBeZQQYbYS6WxSbIA"),
         # The Bitcoin wiki's wallet import format example, and the key it encodes.
         "5HueCGU8rMjxEXxiPuD5BDku4MkFqeZyd4dJ1jvhTVqvbTLvyTJ",
         "0C28FCA386C7A227600B2FE50B7CAE11EC86D3BF1FBE471BE89827E19D72AA1D",

@@ -49,6 +49,8 @@ _NAME_KEYS = (
     *("kind", "item", "类型", "名称", "名字", "项目", "标签", "字段", "种类"),
     # What the value is, said in words: {"what": "debit card PIN", "value": "7316"}.
     *("what", "title", "description", "desc", "purpose", "事项", "用途", "说明", "描述", "标题"),
+    # A browser automation step's target: {"selector": "#password", "value": "..."}.
+    *("selector", "locator", "xpath", "选择器", "定位器"),
 )
 _VALUE_KEYS = (
     *("value", "val", "secret", "parametervalue", "data", "v", "content"),
@@ -283,20 +285,61 @@ _GROUPED = re.compile(r"(?<![A-Za-z0-9])(?:(?=\S{0,7}[^\sa-z])\S{2,9}[ \t]){2,}\
 _LEAD_PUNCTUATION = "\"'`([{<:;,.!?*#~|"
 
 
+def _prose_word(group: str) -> bool:
+    """A group that is a word of prose: lower-case letters that read as English ("add",
+    "it", "live"), which a token's piece written in groups seldom is."""
+    core = group.rstrip(_LEAD_PUNCTUATION)
+    if not (core.isascii() and core.isalpha() and core.islower()):
+        return False
+    return core in _SMALL_WORDS or (len(core) >= 3 and wordlike(core) >= 0.5)
+
+
+#: Words of two letters a sentence is full of.
+_SMALL_WORDS = frozenset({"a", "an", "as", "at", "by", "if", "in", "is", "it", "of", "on", "or"})
+_SMALL_WORDS |= {"to", "up", "we", "be", "do", "go", "me", "my", "no", "so", "us"}
+
+
+#: What a first group starts with up to its last separator or Chinese character: a label.
+_GLUED_LABEL = re.compile(r".*[:=\u3000-\u303f\u4e00-\u9fff\uff00-\uffef]")
+
+
 def _grouped(m: re.Match[str]) -> str:
     """Equal groups closed up; a first group of another size (a prefix, or the word
     before the groups) is kept apart, for the prefix is reassembled on its own."""
     groups = m.group().split()
-    first = groups[0].lstrip(_LEAD_PUNCTUATION)
+    label = _GLUED_LABEL.match(groups[0])
+    if label and label.end() == len(groups[0]) and len(groups) >= 3:
+        # A label of its own ("fridge):", "组):"): the groups start after it.
+        labelled = _grouped_after(groups[0], groups[1:])
+        return labelled if labelled is not None else m.group()
+    # A label glued to the first group ("一组):a/El+", "key=AKIA"): kept as its lead.
+    head = groups[0][label.end() :] if label else groups[0]
+    first = head.lstrip(_LEAD_PUNCTUATION)
     lead = groups[0][: len(groups[0]) - len(first)]
     sizes = {len(g) for g in groups[1:-1]}
     if len(sizes) != 1 or len(groups[-1]) > min(sizes) or len(first) < 2:
+        return m.group()
+    if len(groups) <= 3 and any(_prose_word(g) for g in groups[1:]):
+        # "refresh; 8b21e0d add", "'Stripe live": two pieces, one a word of the sentence.
         return m.group()
     body = "".join(groups[1:])
     joined = lead + first + body if len(first) in sizes else f"{lead}{first} {body}"
     cased = any(c.isupper() for c in joined) and any(c.islower() for c in joined)
     mixed = cased or (any(c.isdigit() for c in joined) and any(c.isalpha() for c in joined))
     return joined if mixed and len(first + body) >= 8 else m.group()
+
+
+def _grouped_after(label: str, groups: list[str]) -> str | None:
+    """Groups after a label, closed up when they are equal (the last may be shorter)."""
+    sizes = {len(g) for g in groups[:-1]}
+    if len(sizes) != 1 or len(groups[-1]) > min(sizes):
+        return None
+    if len(groups) <= 3 and any(_prose_word(g) for g in groups):
+        return None
+    body = "".join(groups)
+    cased = any(c.isupper() for c in body) and any(c.islower() for c in body)
+    mixed = cased or (any(c.isdigit() for c in body) and any(c.isalpha() for c in body))
+    return f"{label} {body}" if mixed and len(body) >= 8 else None
 
 
 #: An OpenPGP fingerprint as GnuPG prints it: ten groups of four hex digits, two spaces
@@ -307,10 +350,19 @@ _FINGERPRINT = re.compile(
 )
 
 
+#: Single characters listed one by one, with an enumeration comma or a comma between
+#: them: "W、7、#、k、p、2", "Q, 7, !, x, z, 4".
+_LISTED = re.compile(
+    r"(?<![^\s:=(\[\u3000-\u303f\u4e00-\u9fff])(?:[^\s、,](?:、|,[ \t]?)){5,}[^\s、,]"
+    r"(?![^\s.)\]\u3000-\u303f])"
+)
+
+
 def collapsed(text: str) -> str | None:
-    """The text with spaced-out or separated characters, and grouped tokens, closed up
-    (an OpenPGP fingerprint's groups are left as they are)."""
+    """The text with spaced-out, separated or listed characters, and grouped tokens, closed
+    up (an OpenPGP fingerprint's groups are left as they are)."""
     out = _SPACED.sub(lambda m: re.sub(r"[ \t]+", "", m.group()), text)
+    out = _LISTED.sub(lambda m: re.sub(r"、|,[ \t]?", "", m.group()), out)
     out = _SEPARATED.sub(lambda m: m.group().replace(m.group("s"), ""), out)
     prints = [f.span() for f in _FINGERPRINT.finditer(out)]
     out = _GROUPED.sub(
@@ -460,7 +512,12 @@ def unwrapped(text: str) -> list[str]:
     if not text.isascii() and _LOOK_ALIKE.search(text):
         changed += _per_line(text, lambda line: _MIXED_WORD.sub(_fold_word, line))
     changed += joined_lines(text)
-    if _SPACED.search(text) or _SEPARATED.search(text) or _GROUPED.search(text):
+    if (
+        _SPACED.search(text)
+        or _SEPARATED.search(text)
+        or _GROUPED.search(text)
+        or (("、" in text or "," in text) and _LISTED.search(text))
+    ):
         closed = _per_line(text, _collapse_line)
         changed += closed
         for line in closed:
@@ -469,6 +526,7 @@ def unwrapped(text: str) -> list[str]:
         changed += _per_line(text, _decode_line)
     changed += path_pairs(text)
     changed += _words_joined(text)
+    changed += [m.group().replace(m.group("j"), " ") for m in _SEED_JOINED.finditer(text)]
     if ('""' in text or "''" in text) and _CONCATENATED.search(text):
         changed += _per_line(text, lambda line: _CONCATENATED.sub("", line))
     out = ["\n".join(changed)] if changed else []
@@ -483,6 +541,11 @@ def unwrapped(text: str) -> list[str]:
 _CONCATENATED = re.compile(r"(?<=[^\s\"'=:(\[{,])(?:\"\"|'')(?=[^\s\"',;:)\]}])")
 
 _JOINER = re.compile(r"[_\-]")
+#: Twelve to twenty-four short lower-case words joined by one joiner, anywhere (a seed
+#: phrase in a key path, "amazing-beef-honey-..."): read as words, on a line of their own.
+_SEED_JOINED = re.compile(
+    r"(?<![A-Za-z])[a-z]{3,8}(?P<j>[-_./+])[a-z]{3,8}(?:(?P=j)[a-z]{3,8}){10,23}(?![A-Za-z])"
+)
 
 
 def _words_joined(text: str) -> list[str]:
@@ -497,7 +560,16 @@ def _words_joined(text: str) -> list[str]:
     for joiner in ("_", "-"):
         if text.count(joiner) >= 2:
             views.append(text.replace(joiner, " "))
+    # A file's name ("backup_pg_pass-Rz7!mK29q.tar.gz"): its words, both joiners read as
+    # spaces and its extension dropped, so the last word is a value of its own.
+    stem = _EXTENSION.sub("", text)
+    if stem != text and len(_JOINER.findall(stem)) >= 2:
+        views.append(_JOINER.sub(" ", stem))
     return views
+
+
+#: A file name's extension, a compressed one's two (".tar.gz", ".sql.gz").
+_EXTENSION = re.compile(r"(?:\.[a-z]{2,4})?\.[a-z0-9]{1,4}$")
 
 
 # --- tokens in pieces ---------------------------------------------------------------------

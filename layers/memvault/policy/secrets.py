@@ -31,7 +31,7 @@ from typing import Any
 
 from memvault.errors import SecretDetected
 from memvault.policy.secret_context import context_secrets
-from memvault.policy.secret_patterns import matches, normalise
+from memvault.policy.secret_patterns import mask_references, matches, normalise
 from memvault.policy.secret_values import common_password, is_documentation_example, is_mask
 from memvault.policy.secret_views import MAX_VIEW_CHARS, split_tokens, structured, unwrapped
 
@@ -191,7 +191,8 @@ _JWT_EXAMPLES = ("john doe", "jane doe", "1234567890", "jwt.io", "example")
 #: Words that say a text shows documentation's example, not anyone's credential.
 _DOCUMENTED = re.compile(
     r"(?i)\b(?:docs?|documentation|documented|example|examples|sample|samples|placeholder"
-    r"|tutorial|illustrat\w*|demo|published)\b|示例|演示|文档|样例|例子|范例|示范"
+    r"|tutorial|illustrat\w*|demo|published|guides?|manuals?|handbook|readme|cheat ?sheet)\b"
+    r"|示例|演示|文档|样例|例子|范例|示范|指南|手册"
 )
 
 
@@ -244,7 +245,8 @@ def _whole_token(line: str, value: str | None) -> str | None:
     while start > 0 and _TOKEN_CHARS.fullmatch(line[start - 1]):
         start -= 1
     tail = _TOKEN_CHARS.match(line, at)
-    end = tail.end() if tail else at + len(value)
+    # Never less than the value itself: a URL's value ("https://hooks...") holds a colon.
+    end = max(tail.end() if tail else 0, at + len(value))
     return line[start:end] or value
 
 
@@ -332,7 +334,9 @@ def _scan(text: str, depth: int, budget: list[int], template: bool = False) -> I
         found = True
         yield secret_type
     if not found and depth == 0:
-        for secret_type in context_secrets(clean):
+        # A store's reference reads as words to the context rules: what it says (a
+        # secret is kept there) still counts for a value beside it, its suffix does not.
+        for secret_type in context_secrets(mask_references(clean, "the secret store")):
             found = True
             yield secret_type
     if found or depth >= _MAX_DEPTH or len(clean) > MAX_VIEW_CHARS:
