@@ -801,6 +801,45 @@ MUTANTS: tuple[Mutant, ...] = (
         description="a reader's recall trace counts a hidden fact found by the key it "
         "recalled (exact_key 1, dropped_withheld 1): an oracle for hidden keys",
     ),
+    Mutant(
+        id="route-middleware-built-twice",
+        path="local/memvault_local/threads.py",
+        original="            if not self._middleware_stack_built:\n",
+        replacement="            if True:\n",
+        kill=(
+            "tests/integration/test_local_store.py"
+            "::test_a_route_first_requested_on_threads_at_once_builds_its_middleware_once"
+            "[sqlite]",
+        ),
+        description="threads making a route's first requests at once nest its middleware "
+        "stack, and every later request to it answers 500",
+    ),
+    Mutant(
+        id="replay-ignores-what-a-raise-withheld",
+        path="layers/memvault/services/memory.py",
+        original="            or _withheld_through(ctx, versions) >= memory.version\n",
+        replacement="            or False\n",
+        kill=(
+            f"{RECLASSIFIED}::test_a_retried_write_of_a_version_a_raise_withheld_answers_not_found"
+            "[sqlite-raised to pii, then public with new content]",
+        ),
+        description="a retry of the request that wrote a version a raise withheld answers "
+        "201 with it (and 409 for a guess): a content oracle",
+    ),
+    Mutant(
+        id="write-only-token-replays-anothers-write",
+        path="layers/memvault/services/memory.py",
+        original=(
+            "            or (Scope.MEMORY_READ not in ctx.scopes"
+            " and memory.created_by != ctx.principal)\n"
+        ),
+        replacement="            or False\n",
+        kill=(
+            f"{RECLASSIFIED}::test_a_write_only_token_cannot_replay_another_callers_write[sqlite]",
+        ),
+        description="a memory:write-only token learns another caller's memory by replaying "
+        "its request id",
+    ),
 )
 
 ALL: tuple[Mutant, ...] = (*MUTANTS, *SQLITE_MUTANTS)
