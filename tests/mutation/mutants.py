@@ -718,15 +718,15 @@ MUTANTS: tuple[Mutant, ...] = (
         id="keyed-head-claims-nothing",
         path="layers/memvault/storage/dynamodb/memory.py",
         original=(
-            '                                "ttl": ttl,\n'
-            "                            }\n"
-            "                        ),\n"
-            '                        "ConditionExpression": "attribute_not_exists(pk)",\n'
+            '                        "ttl": ttl,\n'
+            "                    }\n"
+            "                ),\n"
+            '                "ConditionExpression": "attribute_not_exists(pk)",\n'
         ),
         replacement=(
-            '                                "ttl": ttl,\n'
-            "                            }\n"
-            "                        ),\n"
+            '                        "ttl": ttl,\n'
+            "                    }\n"
+            "                ),\n"
         ),
         kill=(
             f"{MEMORY_PORT}::test_a_second_chain_cannot_take_a_held_pointer[dynamodb]",

@@ -380,112 +380,15 @@ class DynamoMemoryStore:
                 keys.fact_chains_prefix(new.fact)
             ):
                 raise ValueError("a new keyed chain's id must name its fact (keyed_chain_id)")
-            tx.add(
-                # A keyed head's key is its fact and generation: creating it claims the fact.
-                "pointer" if new.fact is not None else "chain",
-                {
-                    "Put": {
-                        "TableName": table,
-                        "Item": to_item(
-                            {
-                                "pk": pk,
-                                "sk": keys.chain_sk(m.chain_id),
-                                "type": "chain",
-                                "chain_id": m.chain_id,
-                                "state": LIVE,
-                                "current_memory_id": m.memory_id,
-                                "current_version": m.version,
-                                "versions": [m.memory_id],
-                                "pointer_sk": _pointer_sk(new.fact),
-                                "artifact_ids": {m.artifact_id} if m.artifact_id else None,
-                                "subject_epoch": m.subject_epoch,
-                                "created_at": iso(m.created_at),
-                                "updated_at": iso(m.updated_at),
-                                "ttl": ttl,
-                            }
-                        ),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-            )
+            # A keyed head's key is its fact and generation: creating it claims the fact.
+            tx.add("pointer" if new.fact is not None else "chain", self._new_head(new, pk, ttl))
         else:
-            tx.add(
-                "chain",
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": key(pk, keys.chain_sk(m.chain_id)),
-                        "UpdateExpression": (
-                            "SET current_memory_id = :mid, current_version = :v, "
-                            "versions = list_append(versions, :mids), updated_at = :now, "
-                            "#ttl = :ttl"
-                        ),
-                        "ConditionExpression": (
-                            "chain_id = :cid AND #state = :live AND current_version = :expected"
-                        ),
-                        "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
-                        "ExpressionAttributeValues": {
-                            ":cid": to_attr(m.chain_id),
-                            ":mid": to_attr(m.memory_id),
-                            ":v": to_attr(m.version),
-                            ":mids": to_attr([m.memory_id]),
-                            ":now": to_attr(iso(m.updated_at)),
-                            ":ttl": to_attr(ttl),
-                            ":live": to_attr(LIVE),
-                            ":expected": to_attr(new.expected_version),
-                        },
-                    }
-                },
-            )
-            if m.artifact_id:
-                update = tx.items[-1]["Update"]
-                update["UpdateExpression"] += " ADD artifact_ids :aid"
-                update["ExpressionAttributeValues"][":aid"] = {"SS": [m.artifact_id]}
+            tx.add("chain", self._advanced_head(new, pk, ttl))
             if new.fact is not None and keyed_chain_slot(m.chain_id) is None:
                 # A keyed chain of the earlier layout: its pointer item lives as long as it.
-                tx.add(
-                    "pointer",
-                    {
-                        "Put": {
-                            "TableName": table,
-                            "Item": to_item(
-                                {
-                                    "pk": pk,
-                                    "sk": _pointer_sk(new.fact),
-                                    "type": "pointer",
-                                    "chain_id": m.chain_id,
-                                    "ttl": ttl,
-                                }
-                            ),
-                            "ConditionExpression": "attribute_not_exists(pk) OR chain_id = :old",
-                            "ExpressionAttributeValues": {":old": to_attr(m.chain_id)},
-                        }
-                    },
-                )
+                tx.add("pointer", self._old_layout_pointer(new.fact, m.chain_id, pk, ttl))
         if new.previous is not None:
-            prev = new.previous
-            tx.add(
-                "previous",
-                {
-                    "Update": {
-                        "TableName": table,
-                        "Key": key(pk, keys.version_sk(prev.memory_id)),
-                        "UpdateExpression": (
-                            "SET #status = :superseded, superseded_by = :mid, updated_at = :now"
-                        ),
-                        "ConditionExpression": "#status IN (:active, :candidate) AND version = :pv",
-                        "ExpressionAttributeNames": {"#status": "status"},
-                        "ExpressionAttributeValues": {
-                            ":superseded": to_attr(MemoryStatus.SUPERSEDED.value),
-                            ":mid": to_attr(m.memory_id),
-                            ":now": to_attr(iso(m.updated_at)),
-                            ":active": to_attr(MemoryStatus.ACTIVE.value),
-                            ":candidate": to_attr(MemoryStatus.CANDIDATE.value),
-                            ":pv": to_attr(prev.version),
-                        },
-                    }
-                },
-            )
+            tx.add("previous", self._superseded(new.previous, m, pk))
         if m.artifact_id and (new.previous is None or new.previous.artifact_id != m.artifact_id):
             tx.add(
                 "artifact",
@@ -502,6 +405,111 @@ class DynamoMemoryStore:
         tx.add("epoch", self._epoch_check(pk, m.subject_epoch))
         tx.add("audit", self._audit_put(new.audit, new.audit_expires_at))
         _transact(self.db, tx)
+
+    def _new_head(self, new: NewVersion, pk: str, ttl: int | None) -> dict[str, Any]:
+        """The head of a new chain, whose first version is ``new.memory``."""
+        m = new.memory
+        return {
+            "Put": {
+                "TableName": self.db.names["memory"],
+                "Item": to_item(
+                    {
+                        "pk": pk,
+                        "sk": keys.chain_sk(m.chain_id),
+                        "type": "chain",
+                        "chain_id": m.chain_id,
+                        "state": LIVE,
+                        "current_memory_id": m.memory_id,
+                        "current_version": m.version,
+                        "versions": [m.memory_id],
+                        "pointer_sk": _pointer_sk(new.fact),
+                        "artifact_ids": {m.artifact_id} if m.artifact_id else None,
+                        "subject_epoch": m.subject_epoch,
+                        "created_at": iso(m.created_at),
+                        "updated_at": iso(m.updated_at),
+                        "ttl": ttl,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _advanced_head(self, new: NewVersion, pk: str, ttl: int | None) -> dict[str, Any]:
+        """The compare-and-set of a live chain's head from ``new.expected_version`` to
+        ``new.memory``, adding its artifact (if any) to the chain's."""
+        m = new.memory
+        expression = (
+            "SET current_memory_id = :mid, current_version = :v, "
+            "versions = list_append(versions, :mids), updated_at = :now, #ttl = :ttl"
+        )
+        values: dict[str, Any] = {
+            ":cid": to_attr(m.chain_id),
+            ":mid": to_attr(m.memory_id),
+            ":v": to_attr(m.version),
+            ":mids": to_attr([m.memory_id]),
+            ":now": to_attr(iso(m.updated_at)),
+            ":ttl": to_attr(ttl),
+            ":live": to_attr(LIVE),
+            ":expected": to_attr(new.expected_version),
+        }
+        if m.artifact_id:
+            expression += " ADD artifact_ids :aid"
+            values[":aid"] = {"SS": [m.artifact_id]}
+        return {
+            "Update": {
+                "TableName": self.db.names["memory"],
+                "Key": key(pk, keys.chain_sk(m.chain_id)),
+                "UpdateExpression": expression,
+                "ConditionExpression": (
+                    "chain_id = :cid AND #state = :live AND current_version = :expected"
+                ),
+                "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
+                "ExpressionAttributeValues": values,
+            }
+        }
+
+    def _old_layout_pointer(
+        self, fact: str, chain_id: str, pk: str, ttl: int | None
+    ) -> dict[str, Any]:
+        """The pointer item of a keyed chain of the earlier layout, kept as long as it."""
+        return {
+            "Put": {
+                "TableName": self.db.names["memory"],
+                "Item": to_item(
+                    {
+                        "pk": pk,
+                        "sk": _pointer_sk(fact),
+                        "type": "pointer",
+                        "chain_id": chain_id,
+                        "ttl": ttl,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk) OR chain_id = :old",
+                "ExpressionAttributeValues": {":old": to_attr(chain_id)},
+            }
+        }
+
+    def _superseded(self, prev: Memory, m: Memory, pk: str) -> dict[str, Any]:
+        """The previous version marked superseded by ``m``, if it is still what was read."""
+        return {
+            "Update": {
+                "TableName": self.db.names["memory"],
+                "Key": key(pk, keys.version_sk(prev.memory_id)),
+                "UpdateExpression": (
+                    "SET #status = :superseded, superseded_by = :mid, updated_at = :now"
+                ),
+                "ConditionExpression": "#status IN (:active, :candidate) AND version = :pv",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":superseded": to_attr(MemoryStatus.SUPERSEDED.value),
+                    ":mid": to_attr(m.memory_id),
+                    ":now": to_attr(iso(m.updated_at)),
+                    ":active": to_attr(MemoryStatus.ACTIVE.value),
+                    ":candidate": to_attr(MemoryStatus.CANDIDATE.value),
+                    ":pv": to_attr(prev.version),
+                },
+            }
+        }
 
     def _epoch_check(self, pk: str, epoch: int) -> dict[str, Any]:
         check: dict[str, Any] = {
