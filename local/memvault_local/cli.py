@@ -353,6 +353,15 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"memvault {__version__}")
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    _local_commands(commands)
+    _admin_commands(commands)
+    _mcp_command(commands)
+    _api_commands(commands)
+    return parser
+
+
+def _local_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """The local stack's own commands: run, doctor, dev-token, demo."""
     run = commands.add_parser("run", help="run the local stack (what `make run` does)")
     run.add_argument("--host", default=os.environ.get("MEMVAULT_HOST", "127.0.0.1"))
     run.add_argument("--port", type=int, default=int(os.environ.get("MEMVAULT_PORT", "8787")))
@@ -378,6 +387,9 @@ def _parser() -> argparse.ArgumentParser:
         func=cmd_demo
     )
 
+
+def _admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Operations on a store: reindex, restore-replay, resume, model, tenant."""
     reidx = commands.add_parser(
         "reindex",
         help="build the search index for an embedding model from the memory table",
@@ -436,6 +448,9 @@ def _parser() -> argparse.ArgumentParser:
     )
     off.set_defaults(func=_admin("run_offboard"))
 
+
+def _mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """memvault mcp: the memory tools for an MCP host."""
     from memvault.mcp.config import add_arguments as add_mcp_arguments
 
     mcp = commands.add_parser(
@@ -444,6 +459,10 @@ def _parser() -> argparse.ArgumentParser:
     )
     add_mcp_arguments(mcp)
     mcp.set_defaults(func=cmd_mcp)
+
+
+def _api_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """Commands that call the HTTP API (a running stack or a deployment)."""
 
     def api_command(
         name: str, help_text: str, func: Command, *positionals: str
@@ -508,7 +527,6 @@ def _parser() -> argparse.ArgumentParser:
     api_command("forget", "forget a subject: every memory of theirs", cmd_forget, "subject")
     api_command("export", "everything held about a subject", cmd_export, "subject")
     api_command("deletion-status", "is it gone, copy by copy", cmd_deletion_status, "deletion_id")
-    return parser
 
 
 def main(argv: list[str] | None = None) -> int:
