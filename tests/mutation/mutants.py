@@ -59,10 +59,10 @@ SQLITE_MUTANTS: tuple[Mutant, ...] = (
         id="sqlite-version-compare-and-set-dropped",
         path=SQLITE_MEMORY,
         original=(
-            "            elif chain is None or not chain.live or chain.current_version "
+            "        elif chain is None or not chain.live or chain.current_version "
             "!= new.expected_version:\n"
         ),
-        replacement="            elif chain is None:\n",
+        replacement="        elif chain is None:\n",
         kill=(
             f"{MEMORY_PORT}::test_of_many_writers_at_one_version_exactly_one_wins[sqlite]",
             f"{MEMORY_PORT}::test_a_correction_supersedes_the_previous_version_by_compare_and_set"
@@ -73,8 +73,8 @@ SQLITE_MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="sqlite-epoch-check-dropped",
         path=SQLITE_MEMORY,
-        original="            if _epoch(conn, t, s) != m.subject_epoch:\n",
-        replacement="            if False:\n",
+        original="        if _epoch(conn, t, s) != m.subject_epoch:\n",
+        replacement="        if False:\n",
         kill=(f"{MEMORY_PORT}::test_a_write_from_a_retired_epoch_is_refused[sqlite]",),
         description="a write that lost the race with a forget is stored in the retired epoch",
     ),

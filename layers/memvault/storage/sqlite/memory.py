@@ -378,61 +378,13 @@ class SqliteMemoryStore:
     # ------------------------------------------------------------------ writes
 
     def commit_version(self, new: NewVersion) -> None:
+        """The version, its chain head (compare-and-set), the fact's pointer, the previous
+        version superseded, the artifact reference and the audit entry, in one write
+        transaction; ``ConditionFailed`` names every condition that failed."""
         m = new.memory
         t, s = m.tenant_id, m.subject_id
         with self.db.write() as conn:
-            failed: set[Conflict] = set()
-            if _epoch(conn, t, s) != m.subject_epoch:
-                failed.add(Conflict.EPOCH)
-            if new.idempotency is not None:
-                derived = request_memory_id(t, s, new.idempotency.request_id)
-                if m.memory_id != derived or new.idempotency.memory_id != m.memory_id:
-                    raise ValueError(
-                        "an idempotent write's memory id must derive from its request id"
-                    )
-                if conn.execute(
-                    "SELECT 1 FROM memory_idempotency WHERE tenant_id = ? AND subject_id = ? "
-                    "AND request_id = ?",
-                    (t, s, new.idempotency.request_id),
-                ).fetchone():
-                    failed.add(Conflict.IDEMPOTENCY)  # a record of the earlier layout
-            if self._row(conn, t, s, m.memory_id) is not None:
-                # An idempotent write's version is its record: it exists, so this is a replay.
-                failed.add(Conflict.IDEMPOTENCY if new.idempotency is not None else Conflict.EXISTS)
-            chain = _chain_row(conn, t, s, m.chain_id)
-            if new.expected_version is None:
-                if chain is not None:
-                    failed.add(Conflict.VERSION)
-            elif chain is None or not chain.live or chain.current_version != new.expected_version:
-                failed.add(Conflict.VERSION)
-            if new.fact is not None:
-                held = conn.execute(
-                    "SELECT chain_id FROM memory_pointers WHERE tenant_id = ? AND subject_id = ? "
-                    "AND fact = ?",
-                    (t, s, new.fact),
-                ).fetchone()
-                holder = held["chain_id"] if held else None
-                if new.fact_expected_chain is None:
-                    ok = holder is None
-                elif new.fact_expected_chain == m.chain_id:
-                    ok = holder in (None, m.chain_id)
-                else:
-                    ok = holder == new.fact_expected_chain
-                if not ok:
-                    failed.add(Conflict.POINTER)
-            prev_row = None
-            if new.previous is not None:
-                prev_row = self._row(conn, t, s, new.previous.memory_id)
-                prev_body = loads(prev_row["body"]) if prev_row else None
-                if (
-                    prev_body is None
-                    or prev_row is None
-                    or prev_row["type"] != "memory"
-                    or prev_body["status"]
-                    not in (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
-                    or prev_body["version"] != new.previous.version
-                ):
-                    failed.add(Conflict.PREVIOUS)
+            failed, chain, prev_row = self._failed_conditions(conn, new)
             if failed:
                 raise ConditionFailed(*failed)
             if (
@@ -510,6 +462,65 @@ class SqliteMemoryStore:
                 }
                 _put_version(conn, updated, old)
             _audit(conn, new.audit, new.audit_expires_at)
+
+    def _failed_conditions(
+        self, conn: sqlite3.Connection, new: NewVersion
+    ) -> tuple[set[Conflict], Chain | None, sqlite3.Row | None]:
+        """The conditions of ``new`` that do not hold, checked inside its transaction, with
+        the chain head and the previous version's row it read."""
+        m = new.memory
+        t, s = m.tenant_id, m.subject_id
+        failed: set[Conflict] = set()
+        if _epoch(conn, t, s) != m.subject_epoch:
+            failed.add(Conflict.EPOCH)
+        if new.idempotency is not None:
+            derived = request_memory_id(t, s, new.idempotency.request_id)
+            if m.memory_id != derived or new.idempotency.memory_id != m.memory_id:
+                raise ValueError("an idempotent write's memory id must derive from its request id")
+            if conn.execute(
+                "SELECT 1 FROM memory_idempotency WHERE tenant_id = ? AND subject_id = ? "
+                "AND request_id = ?",
+                (t, s, new.idempotency.request_id),
+            ).fetchone():
+                failed.add(Conflict.IDEMPOTENCY)  # a record of the earlier layout
+        if self._row(conn, t, s, m.memory_id) is not None:
+            # An idempotent write's version is its record: it exists, so this is a replay.
+            failed.add(Conflict.IDEMPOTENCY if new.idempotency is not None else Conflict.EXISTS)
+        chain = _chain_row(conn, t, s, m.chain_id)
+        if new.expected_version is None:
+            if chain is not None:
+                failed.add(Conflict.VERSION)
+        elif chain is None or not chain.live or chain.current_version != new.expected_version:
+            failed.add(Conflict.VERSION)
+        if new.fact is not None:
+            held = conn.execute(
+                "SELECT chain_id FROM memory_pointers WHERE tenant_id = ? AND subject_id = ? "
+                "AND fact = ?",
+                (t, s, new.fact),
+            ).fetchone()
+            holder = held["chain_id"] if held else None
+            if new.fact_expected_chain is None:
+                ok = holder is None
+            elif new.fact_expected_chain == m.chain_id:
+                ok = holder in (None, m.chain_id)
+            else:
+                ok = holder == new.fact_expected_chain
+            if not ok:
+                failed.add(Conflict.POINTER)
+        prev_row = None
+        if new.previous is not None:
+            prev_row = self._row(conn, t, s, new.previous.memory_id)
+            prev_body = loads(prev_row["body"]) if prev_row else None
+            if (
+                prev_body is None
+                or prev_row is None
+                or prev_row["type"] != "memory"
+                or prev_body["status"]
+                not in (MemoryStatus.ACTIVE.value, MemoryStatus.CANDIDATE.value)
+                or prev_body["version"] != new.previous.version
+            ):
+                failed.add(Conflict.PREVIOUS)
+        return failed, chain, prev_row
 
     def _reference(
         self,
