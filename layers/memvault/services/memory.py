@@ -141,55 +141,70 @@ class MemoryService:
         if chain is not None:
             self._check_chain_length(chain)
         if previous is not None:
-            provenance.check_supersede(
-                ctx,
-                (previous.status, previous.source.type),
-                decision.status,
-                content_changed=cmd.content != previous.content,
-            )
-            provenance.check_reclassify(
-                ctx,
-                (previous.sensitivity, previous.visibility),
-                (decision.sensitivity, list(cmd.visibility)),
-            )
+            _check_replacing(ctx, previous, cmd, decision)
         memory = self._new_version(
             ctx, subject_id, cmd, decision, (chain, pointer, pointer_chain), now, epoch
         )
         try:
             self.repo.commit_version(
-                NewVersion(
-                    memory=memory,
-                    expected_version=chain.current_version if chain else None,
-                    previous=previous,
-                    fact=pointer,
-                    fact_expected_chain=pointer_chain,
-                    idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory.memory_id),
-                    idempotency_expires_at=now
-                    + timedelta(seconds=self.settings.idempotency_ttl_seconds),
-                    audit=self._audit(
-                        ctx,
-                        subject_id,
-                        "memory.write",
-                        memory,
-                        detail={
-                            **_policy_detail(decision, cmd.consent, memory),
-                            "previous_version": chain.current_version if chain else None,
-                            "conflict": "compare_and_set" if chain else "new_chain",
-                        },
-                    ),
-                    audit_expires_at=self._audit_expiry(now),
-                    chain_ttl=chain.ttl if chain else None,
-                    # Read after the epoch, which the write is conditioned on: an
-                    # artifact made by the subject's last forget is that forget's.
-                    artifacts_after=self.repo.forgotten_at(ctx.tenant_id, subject_id)
-                    if cmd.artifact_id
-                    else None,
+                self._write_commit(
+                    ctx,
+                    subject_id,
+                    cmd,
+                    memory,
+                    decision,
+                    (chain, previous, pointer, pointer_chain),
+                    payload_hash,
+                    now,
                 )
             )
         except ConditionFailed as conflict:
             return self._lost_write(ctx, subject_id, cmd, payload_hash, conflict)
         self._log("memory written", memory)
         return WriteResult(memory, created=True)
+
+    def _write_commit(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        cmd: MemoryWrite,
+        memory: Memory,
+        decision: write_policy.Decision,
+        extends: tuple[Chain | None, Memory | None, str | None, str | None],
+        payload_hash: str,
+        now: datetime,
+    ) -> NewVersion:
+        """What a write commits at once: the version (after the current one of the chain it
+        ``extends``, if any), the fact's pointer, the idempotency record and the audit
+        entry."""
+        chain, previous, pointer, pointer_chain = extends
+        return NewVersion(
+            memory=memory,
+            expected_version=chain.current_version if chain else None,
+            previous=previous,
+            fact=pointer,
+            fact_expected_chain=pointer_chain,
+            idempotency=IdempotencyRecord(cmd.request_id, payload_hash, memory.memory_id),
+            idempotency_expires_at=now + timedelta(seconds=self.settings.idempotency_ttl_seconds),
+            audit=self._audit(
+                ctx,
+                subject_id,
+                "memory.write",
+                memory,
+                detail={
+                    **_policy_detail(decision, cmd.consent, memory),
+                    "previous_version": chain.current_version if chain else None,
+                    "conflict": "compare_and_set" if chain else "new_chain",
+                },
+            ),
+            audit_expires_at=self._audit_expiry(now),
+            chain_ttl=chain.ttl if chain else None,
+            # Read after the epoch, which the write is conditioned on: an
+            # artifact made by the subject's last forget is that forget's.
+            artifacts_after=self.repo.forgotten_at(ctx.tenant_id, subject_id)
+            if cmd.artifact_id
+            else None,
+        )
 
     def _new_version(
         self,
@@ -647,15 +662,7 @@ class MemoryService:
             self.check_prompted_by(ctx, subject_id, patch.prompted_by)
         prompted_by = prompted_by or patch.prompted_by
         chain, current, _ = self._resolve(ctx, subject_id, memory_id)
-        if patch.expected_version != chain.current_version:
-            raise VersionConflict(
-                "the memory changed since you read it; re-read it and decide",
-                {
-                    "expected_version": patch.expected_version,
-                    "current_version": chain.current_version,
-                    "current_memory_id": chain.current_memory_id,
-                },
-            )
+        self._check_read_version(chain, patch.expected_version)
         content_changed = patch.content is not None and patch.content != current.content
         source = provenance.corrected_source(ctx, current.source, patch.source, content_changed)
         decision, consent = self._judge_correction(ctx, current, patch, source)
@@ -670,33 +677,17 @@ class MemoryService:
         memory = self._corrected_version(
             ctx, chain, current, patch, (source, decision, consent), now
         )
+        detail = {
+            **_policy_detail(decision, consent, memory),
+            "previous_version": chain.current_version,
+            "previous_memory_id": current.memory_id,
+            "conflict": "compare_and_set",
+            "content_changed": content_changed,
+            "prompted_by": prompted_by,
+        }
         try:
             self.repo.commit_version(
-                NewVersion(
-                    memory=memory,
-                    expected_version=chain.current_version,
-                    previous=current,
-                    fact=chain.fact,
-                    fact_expected_chain=chain.chain_id if chain.fact else None,
-                    idempotency=None,
-                    idempotency_expires_at=None,
-                    audit=self._audit(
-                        ctx,
-                        subject_id,
-                        "memory.correct",
-                        memory,
-                        detail={
-                            **_policy_detail(decision, consent, memory),
-                            "previous_version": chain.current_version,
-                            "previous_memory_id": current.memory_id,
-                            "conflict": "compare_and_set",
-                            "content_changed": content_changed,
-                            "prompted_by": prompted_by,
-                        },
-                    ),
-                    audit_expires_at=self._audit_expiry(now),
-                    chain_ttl=chain.ttl,
-                )
+                self._correction_commit(ctx, subject_id, chain, current, memory, now, detail)
             )
         except ConditionFailed:
             fresh = self.repo.chain(ctx.tenant_id, subject_id, chain.chain_id)
@@ -709,6 +700,20 @@ class MemoryService:
             ) from None
         self._log("memory corrected", memory)
         return memory
+
+    @staticmethod
+    def _check_read_version(chain: Chain, expected_version: int) -> None:
+        """A correction is decided on the version its caller read: that must still be the
+        chain's current one."""
+        if expected_version != chain.current_version:
+            raise VersionConflict(
+                "the memory changed since you read it; re-read it and decide",
+                {
+                    "expected_version": expected_version,
+                    "current_version": chain.current_version,
+                    "current_memory_id": chain.current_memory_id,
+                },
+            )
 
     @staticmethod
     def _judge_correction(
@@ -787,6 +792,32 @@ class MemoryService:
             }
         )
 
+    def _correction_commit(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        chain: Chain,
+        current: Memory,
+        memory: Memory,
+        now: datetime,
+        detail: dict[str, Any],
+    ) -> NewVersion:
+        """What a correction commits at once: ``memory`` after ``current`` (compare-and-set on
+        the chain's version), the fact's pointer if the chain has one, and the audit entry
+        with ``detail``."""
+        return NewVersion(
+            memory=memory,
+            expected_version=chain.current_version,
+            previous=current,
+            fact=chain.fact,
+            fact_expected_chain=chain.chain_id if chain.fact else None,
+            idempotency=None,
+            idempotency_expires_at=None,
+            audit=self._audit(ctx, subject_id, "memory.correct", memory, detail=detail),
+            audit_expires_at=self._audit_expiry(now),
+            chain_ttl=chain.ttl,
+        )
+
     # ----------------------------------------------------------------------- delete
 
     def delete(
@@ -808,15 +839,7 @@ class MemoryService:
             raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
         chain_id, version_epoch = located
         for _ in range(_RETRIES):
-            chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id)
-            epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
-            if chain is None or (chain.live and version_epoch != epoch):
-                raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
-            if chain.live:
-                current = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
-                # A caller who may not see a memory may not learn it exists by deleting it.
-                if current is None or not ctx.may_read(current.sensitivity, current.visibility):
-                    raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+            chain = self._chain_to_delete(ctx, subject_id, chain_id, version_epoch, memory_id)
             if not chain.live:
                 return self._existing_job(ctx, chain, memory_id)  # twice is one deletion
             job = self._new_job(ctx, subject_id, DeletionScope.MEMORY, chain.chain_id)
@@ -825,25 +848,7 @@ class MemoryService:
                 and self.repo.pointer(ctx.tenant_id, subject_id, chain.fact or "") == chain.chain_id
             )
             try:
-                self.repo.tombstone_chain(
-                    ctx.tenant_id,
-                    subject_id,
-                    chain,
-                    job.deletion_id,
-                    job.requested_at,
-                    release_pointer=release,
-                    job=job,
-                    audit=self._audit(
-                        ctx,
-                        subject_id,
-                        "memory.delete",
-                        None,
-                        chain_id=chain.chain_id,
-                        deletion_id=job.deletion_id,
-                        detail={"prompted_by": prompted_by} if prompted_by else None,
-                    ),
-                    audit_expires_at=self._audit_expiry(job.requested_at),
-                )
+                self._tombstone(ctx, subject_id, chain, job, release, prompted_by)
             except ConditionFailed:
                 continue  # superseded or deleted meanwhile: re-read the chain
             logger.info(
@@ -857,6 +862,59 @@ class MemoryService:
             )
             return self._launch(job)
         raise VersionConflict("the memory kept changing while deleting; retry")
+
+    def _chain_to_delete(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        chain_id: str,
+        version_epoch: int,
+        memory_id: str,
+    ) -> Chain:
+        """The chain ``memory_id`` belongs to, as it stands now: NotFound when it is gone,
+        its subject was forgotten since, or the caller may not read its current version."""
+        chain = self.repo.chain(ctx.tenant_id, subject_id, chain_id)
+        epoch = self.repo.subject_epoch(ctx.tenant_id, subject_id)
+        if chain is None or (chain.live and version_epoch != epoch):
+            raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        if chain.live:
+            current = self.repo.version(ctx.tenant_id, subject_id, chain.current_memory_id)
+            # A caller who may not see a memory may not learn it exists by deleting it.
+            if current is None or not ctx.may_read(current.sensitivity, current.visibility):
+                raise NotFound(_NOT_FOUND, {"memory_id": memory_id})
+        return chain
+
+    def _tombstone(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        chain: Chain,
+        job: DeletionJob,
+        release: bool,
+        prompted_by: str | None,
+    ) -> None:
+        """Tombstone the chain with its deletion job and audit entry in one transaction
+        (``ConditionFailed`` when the chain changed meanwhile); ``release`` frees the fact's
+        pointer too."""
+        self.repo.tombstone_chain(
+            ctx.tenant_id,
+            subject_id,
+            chain,
+            job.deletion_id,
+            job.requested_at,
+            release_pointer=release,
+            job=job,
+            audit=self._audit(
+                ctx,
+                subject_id,
+                "memory.delete",
+                None,
+                chain_id=chain.chain_id,
+                deletion_id=job.deletion_id,
+                detail={"prompted_by": prompted_by} if prompted_by else None,
+            ),
+            audit_expires_at=self._audit_expiry(job.requested_at),
+        )
 
     def forget(self, ctx: AccessContext, subject_id: str) -> DeletionJob:
         """Forget a subject: one conditional write retires the subject's epoch, so every
@@ -1064,6 +1122,25 @@ class MemoryService:
                 "sensitivity": m.sensitivity.value,
             },
         )
+
+
+def _check_replacing(
+    ctx: AccessContext, previous: Memory, cmd: MemoryWrite, decision: write_policy.Decision
+) -> None:
+    """Refuse the write unless the caller may replace the fact's current version
+    (``previous``) with the one ``cmd`` writes, as the policy decided it: its status, its
+    class and its readers."""
+    provenance.check_supersede(
+        ctx,
+        (previous.status, previous.source.type),
+        decision.status,
+        content_changed=cmd.content != previous.content,
+    )
+    provenance.check_reclassify(
+        ctx,
+        (previous.sensitivity, previous.visibility),
+        (decision.sensitivity, list(cmd.visibility)),
+    )
 
 
 def _policy_detail(

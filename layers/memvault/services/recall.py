@@ -16,6 +16,7 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
+from typing import Any
 
 from memvault.clock import Clock, IdSource, RandomIds, iso
 from memvault.config import Settings
@@ -124,7 +125,54 @@ class RecallService:
         refuse_secrets(named, "the recall")
         refuse_personal_ids(named, "the recall")
         now = self.clock.now()
-        flt = SearchFilter(
+        flt = self._filter(ctx, subject_id, req, now)
+        index = self._required_index()
+        started = time.perf_counter()
+        found, embedded = self._search(ctx, index, flt, req, started)
+        candidates = self._candidates(ctx, subject_id, req, found)
+        searched = time.perf_counter()
+        ordered = sorted(candidates.values(), key=lambda c: (-c.exact_key, -c.fused, c.chain_id))
+        drops: list[DroppedCandidate] = []
+        valid, read_back = self._validated(ctx, subject_id, ordered, req, now, drops)
+        self._add_context(valid)
+        validated = time.perf_counter()
+        allowed = len(valid)
+        valid = self._relevant(valid, req)
+        ranked = sorted(
+            (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
+        )
+        items = self._reranked(req, ranked)[: req.limit]
+        self._log_recall(ctx, found, candidates, relevant=len(valid), returned=len(items))
+        tracing = self.traces is not None and self.settings.tracing
+        result = RecallResult(
+            recall_id=self.ids.new_id("rcl") if tracing else None,
+            items=items,
+            conflicts=self._conflicts([m for _, m in valid]),
+            embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
+            timings=self._timings(started, embedded, searched, validated),
+        )
+        if tracing:
+            hidden = self._hidden_keyed_facts(candidates, drops)
+            self._record(
+                ctx,
+                subject_id,
+                req,
+                result,
+                now,
+                origin=origin,
+                candidates=self._candidate_counts(found, candidates, hidden, read_back),
+                drops=[d for d in drops if d.chain_id not in hidden],
+                below_floor=allowed - len(valid),
+            )
+        return result
+
+    @staticmethod
+    def _filter(
+        ctx: AccessContext, subject_id: str, req: RecallRequest, now: datetime
+    ) -> SearchFilter:
+        """The hard filters the index applies: tenant, subject, expiry, ceiling, role, and
+        the request's kinds, tags and scope."""
+        return SearchFilter(
             tenant_id=ctx.tenant_id,
             subject_id=subject_id,
             now=iso(now),
@@ -134,16 +182,29 @@ class RecallService:
             tags=tuple(req.tags),
             scope=dict(req.scope),
         )
+
+    def _required_index(self) -> SearchIndex:
+        """The search index; without one, recall is unavailable."""
         if self.index is None:
             raise SearchUnavailable(
                 "recall needs a search index and none is configured "
                 "(MEMVAULT_SEARCH_ENDPOINT, or MEMVAULT_SEARCH_BACKEND=embedded)",
                 {"retryable": False},
             )
-        started = time.perf_counter()
+        return self.index
+
+    def _search(
+        self,
+        ctx: AccessContext,
+        index: SearchIndex,
+        flt: SearchFilter,
+        req: RecallRequest,
+        started: float,
+    ) -> tuple[SearchResult, float]:
+        """The index's keyword and vector hits for the query, and the ``time.perf_counter()``
+        reading once the query was embedded (``started`` is the reading the search began at)."""
         depth = max(self.settings.recall_candidates, req.limit * 2)
         text = req.query if req.mode != "vector" else ""
-        index = self.index
         early: Future[SearchResult] | None = None
         if text and req.mode == "hybrid" and getattr(index, "remote", False):
             # Across the network, the keyword search needs no vector: it runs while the
@@ -180,37 +241,18 @@ class RecallService:
             raise SearchUnavailable(
                 "the search index did not answer; retry shortly", {"retryable": True}
             ) from err
-        candidates = self._fuse(found.keyword, found.vector)
-        for chain_id in self._exact_key_chains(ctx, subject_id, req):
-            cand = candidates.setdefault(chain_id, _Candidate(chain_id, ""))
-            cand.exact_key = True
-            cand.sources.append("canonical_key")
-        searched = time.perf_counter()
-        ordered = sorted(candidates.values(), key=lambda c: (-c.exact_key, -c.fused, c.chain_id))
-        # Validate the best first; go deeper only when the table refused some of them.
-        valid: list[tuple[_Candidate, Memory]] = []
-        drops: list[DroppedCandidate] = []
-        start, step = 0, req.limit + 2
-        while start < len(ordered) and len(valid) < req.limit:
-            valid += self._revalidate(
-                ctx, subject_id, ordered[start : start + step], req, now, drops
-            )
-            start += step
-            step = max(step, 2 * (req.limit - len(valid)))
-        window = self.settings.recall_context_candidates
-        if start < min(window, len(ordered)) and self._conversational(valid):
-            # Turns of a conversation: read back the rest of the context window, where the
-            # neighbours of the best matches are.
-            valid += self._revalidate(ctx, subject_id, ordered[start:window], req, now, drops)
-            start = window
-        self._add_context(valid)
-        validated = time.perf_counter()
-        allowed = len(valid)
-        valid = self._relevant(valid, req)
-        ranked = sorted(
-            (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
-        )
-        items = self._reranked(req, ranked)[: req.limit]
+        return found, embedded
+
+    @staticmethod
+    def _log_recall(
+        ctx: AccessContext,
+        found: SearchResult,
+        candidates: dict[str, _Candidate],
+        *,
+        relevant: int,
+        returned: int,
+    ) -> None:
+        """The recall's log line: counts and the search's duration only."""
         logger.info(
             "recall",
             extra={
@@ -218,53 +260,54 @@ class RecallService:
                 "keyword_hits": len(found.keyword),
                 "vector_hits": len(found.vector),
                 "candidates": len(candidates),
-                "relevant": len(valid),
-                "returned": len(items),
+                "relevant": relevant,
+                "returned": returned,
                 "search_ms": round(found.took_ms, 1),
             },
         )
-        tracing = self.traces is not None and self.settings.tracing
-        result = RecallResult(
-            recall_id=self.ids.new_id("rcl") if tracing else None,
-            items=items,
-            conflicts=self._conflicts([m for _, m in valid]),
-            embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
-            timings={
-                "embed": round((embedded - started) * 1000, 2),
-                "search": round((searched - embedded) * 1000, 2),
-                "validate": round((validated - searched) * 1000, 2),
-                "total": round((time.perf_counter() - started) * 1000, 2),
-            },
-        )
-        if tracing:
-            # A fact found only by the key the query named, which this caller may not
-            # read, was never its candidate: the index would not have proposed it, and
-            # counting it would tell the caller that a hidden fact holds that key.
-            hidden = {
-                d.chain_id
-                for d in drops
-                if d.reason in ("ceiling", "visibility")
-                and d.chain_id in candidates
-                and candidates[d.chain_id].sources == ["canonical_key"]
-            }
-            self._record(
-                ctx,
-                subject_id,
-                req,
-                result,
-                now,
-                origin=origin,
-                candidates={
-                    "exact_key": sum(c.exact_key for c in candidates.values()) - len(hidden),
-                    "keyword": len(found.keyword),
-                    "vector": len(found.vector),
-                    "fused": len(candidates) - len(hidden),
-                    "validated": min(start, len(ordered)) - len(hidden),
-                },
-                drops=[d for d in drops if d.chain_id not in hidden],
-                below_floor=allowed - len(valid),
-            )
-        return result
+
+    @staticmethod
+    def _timings(
+        started: float, embedded: float, searched: float, validated: float
+    ) -> dict[str, float]:
+        """Milliseconds spent embedding, searching and validating, and in all so far
+        (from ``time.perf_counter`` readings)."""
+        return {
+            "embed": round((embedded - started) * 1000, 2),
+            "search": round((searched - embedded) * 1000, 2),
+            "validate": round((validated - searched) * 1000, 2),
+            "total": round((time.perf_counter() - started) * 1000, 2),
+        }
+
+    @staticmethod
+    def _hidden_keyed_facts(
+        candidates: dict[str, _Candidate], drops: list[DroppedCandidate]
+    ) -> set[str]:
+        """The chains a recall's trace leaves out of its counts and drops."""
+        # A fact found only by the key the query named, which this caller may not
+        # read, was never its candidate: the index would not have proposed it, and
+        # counting it would tell the caller that a hidden fact holds that key.
+        return {
+            d.chain_id
+            for d in drops
+            if d.reason in ("ceiling", "visibility")
+            and d.chain_id in candidates
+            and candidates[d.chain_id].sources == ["canonical_key"]
+        }
+
+    @staticmethod
+    def _candidate_counts(
+        found: SearchResult, candidates: dict[str, _Candidate], hidden: set[str], read_back: int
+    ) -> dict[str, int]:
+        """The trace's candidate counts at each step (``read_back``: how many were
+        validated against the table), the ``hidden`` chains left out."""
+        return {
+            "exact_key": sum(c.exact_key for c in candidates.values()) - len(hidden),
+            "keyword": len(found.keyword),
+            "vector": len(found.vector),
+            "fused": len(candidates) - len(hidden),
+            "validated": read_back - len(hidden),
+        }
 
     def _record(
         self,
@@ -283,7 +326,6 @@ class RecallService:
         timings only (never the query or any content). A trace that cannot be written
         is logged and the answer still served: tracing must never fail a recall."""
         assert self.traces is not None and result.recall_id is not None
-        salt = self.settings.trace_query_salt
         trace = RecallTrace(
             recall_id=result.recall_id,
             tenant_id=ctx.tenant_id,
@@ -293,21 +335,10 @@ class RecallService:
             caller=ctx.principal,
             run_id=req.run_id,
             task_id=req.task_id,
-            query_hash=hmac.new(
-                f"{salt}:{ctx.tenant_id}".encode(), req.query.encode(), hashlib.sha256
-            ).hexdigest()[:32]
-            if salt
-            else None,
+            query_hash=self._query_hash(ctx, req),
             mode=req.mode,
             limit=req.limit,
-            filters={
-                "kinds": [k.value for k in req.kinds],
-                "tags": len(req.tags),
-                "scope_keys": len(req.scope),
-                "max_sensitivity": ctx.max_sensitivity.value,
-                "agent_role": ctx.agent_role,
-                "status": "active",
-            },
+            filters=self._trace_filters(ctx, req),
             candidates=candidates,
             dropped=tuple(drops),
             below_floor=below_floor,
@@ -332,6 +363,28 @@ class RecallService:
                 },
             )
 
+    def _query_hash(self, ctx: AccessContext, req: RecallRequest) -> str | None:
+        """The query's HMAC under the trace salt and the tenant (None without a salt): the
+        trace keeps no query text."""
+        salt = self.settings.trace_query_salt
+        if not salt:
+            return None
+        key = f"{salt}:{ctx.tenant_id}".encode()
+        return hmac.new(key, req.query.encode(), hashlib.sha256).hexdigest()[:32]
+
+    @staticmethod
+    def _trace_filters(ctx: AccessContext, req: RecallRequest) -> dict[str, Any]:
+        """The hard filters, for the trace: kinds, tag and scope counts, ceiling, agent role
+        (no values)."""
+        return {
+            "kinds": [k.value for k in req.kinds],
+            "tags": len(req.tags),
+            "scope_keys": len(req.scope),
+            "max_sensitivity": ctx.max_sensitivity.value,
+            "agent_role": ctx.agent_role,
+            "status": "active",
+        }
+
     def recall_memories(
         self,
         ctx: AccessContext,
@@ -350,6 +403,17 @@ class RecallService:
         return [i.memory for i in result.items], result.recall_id
 
     # --------------------------------------------------------------- candidates
+
+    def _candidates(
+        self, ctx: AccessContext, subject_id: str, req: RecallRequest, found: SearchResult
+    ) -> dict[str, _Candidate]:
+        """The index's hits fused, and the chains whose canonical key the query names."""
+        candidates = self._fuse(found.keyword, found.vector)
+        for chain_id in self._exact_key_chains(ctx, subject_id, req):
+            cand = candidates.setdefault(chain_id, _Candidate(chain_id, ""))
+            cand.exact_key = True
+            cand.sources.append("canonical_key")
+        return candidates
 
     def _fuse(self, keyword: list[Hit], vector: list[Hit]) -> dict[str, _Candidate]:
         """Score fusion (``memvault.search.fusion``): each list's scores in [0, 1], the
@@ -457,6 +521,34 @@ class RecallService:
 
     # ------------------------------------------------------------- re-validation
 
+    def _validated(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        ordered: list[_Candidate],
+        req: RecallRequest,
+        now: datetime,
+        drops: list[DroppedCandidate],
+    ) -> tuple[list[tuple[_Candidate, Memory]], int]:
+        """The candidates the table allows, read back in batches from the best, and how
+        many of ``ordered`` were read back."""
+        # Validate the best first; go deeper only when the table refused some of them.
+        valid: list[tuple[_Candidate, Memory]] = []
+        start, step = 0, req.limit + 2
+        while start < len(ordered) and len(valid) < req.limit:
+            valid += self._revalidate(
+                ctx, subject_id, ordered[start : start + step], req, now, drops
+            )
+            start += step
+            step = max(step, 2 * (req.limit - len(valid)))
+        window = self.settings.recall_context_candidates
+        if start < min(window, len(ordered)) and self._conversational(valid):
+            # Turns of a conversation: read back the rest of the context window, where the
+            # neighbours of the best matches are.
+            valid += self._revalidate(ctx, subject_id, ordered[start:window], req, now, drops)
+            start = window
+        return valid, min(start, len(ordered))
+
     def _revalidate(
         self,
         ctx: AccessContext,
@@ -476,7 +568,44 @@ class RecallService:
         """
         if not candidates:
             return []
-        t = ctx.tenant_id
+        epoch, raw = self._read_back(ctx.tenant_id, subject_id, candidates)
+        kept: list[tuple[_Candidate, Memory]] = []
+        seen: set[str] = set()
+        for c in candidates:
+            found = self._followed(c, raw, drops)
+            if found is None or found.memory is None or found.chain_id in seen:
+                reason = (
+                    ("deleted" if c.memory_id == "" else "missing")
+                    if found is None
+                    else ("deleted" if found.memory is None else "duplicate")
+                )
+                drops.append(
+                    DroppedCandidate(
+                        c.chain_id, found.memory_id if found else c.memory_id or None, reason
+                    )
+                )
+                continue
+            current = found.memory
+            if self._admissible(ctx, current, epoch, req, now):
+                seen.add(current.chain_id)
+                kept.append((c, current))
+            else:
+                drops.append(
+                    DroppedCandidate(
+                        current.chain_id,
+                        current.memory_id,
+                        self._refusal(ctx, current, epoch, req, now),
+                    )
+                )
+        return kept
+
+    def _read_back(
+        self, t: str, subject_id: str, candidates: list[_Candidate]
+    ) -> tuple[int, dict[str, StoredVersion]]:
+        """The subject's epoch and the candidates' versions by id, read in one batch. A
+        candidate named by canonical key only is given its chain's current version id;
+        the versions that replaced those read, and the current versions of chains named by
+        key, are read after (three more batches at most)."""
         epoch, raw, chains = self.repo.revalidation(
             t,
             subject_id,
@@ -505,43 +634,24 @@ class RecallService:
                 break
             _, more, _ = self.repo.revalidation(t, subject_id, ahead, [])
             raw.update(more)
-        kept: list[tuple[_Candidate, Memory]] = []
-        seen: set[str] = set()
-        for c in candidates:
-            found: StoredVersion | None = raw.get(c.memory_id)
-            if found is not None and found.superseded_by:
-                # The index held a version a newer one replaced: that document is dropped,
-                # and the chain's current version is judged in its place.
-                drops.append(DroppedCandidate(c.chain_id, c.memory_id, "superseded"))
-            hops = 0
-            while found is not None and found.superseded_by and hops < 4:
-                found = raw.get(found.superseded_by)
-                hops += 1
-            if found is None or found.memory is None or found.chain_id in seen:
-                reason = (
-                    ("deleted" if c.memory_id == "" else "missing")
-                    if found is None
-                    else ("deleted" if found.memory is None else "duplicate")
-                )
-                drops.append(
-                    DroppedCandidate(
-                        c.chain_id, found.memory_id if found else c.memory_id or None, reason
-                    )
-                )
-                continue
-            current = found.memory
-            if self._admissible(ctx, current, epoch, req, now):
-                seen.add(current.chain_id)
-                kept.append((c, current))
-            else:
-                drops.append(
-                    DroppedCandidate(
-                        current.chain_id,
-                        current.memory_id,
-                        self._refusal(ctx, current, epoch, req, now),
-                    )
-                )
-        return kept
+        return epoch, raw
+
+    @staticmethod
+    def _followed(
+        c: _Candidate, raw: dict[str, StoredVersion], drops: list[DroppedCandidate]
+    ) -> StoredVersion | None:
+        """The version read back for the candidate, followed by ``superseded_by`` (four
+        hops at most) to the chain's current one; None when one of them was not read back."""
+        found: StoredVersion | None = raw.get(c.memory_id)
+        if found is not None and found.superseded_by:
+            # The index held a version a newer one replaced: that document is dropped,
+            # and the chain's current version is judged in its place.
+            drops.append(DroppedCandidate(c.chain_id, c.memory_id, "superseded"))
+        hops = 0
+        while found is not None and found.superseded_by and hops < 4:
+            found = raw.get(found.superseded_by)
+            hops += 1
+        return found
 
     @staticmethod
     def _refusal(

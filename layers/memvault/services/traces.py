@@ -5,7 +5,8 @@ compare-and-set path. Every answer is ids, versions, counts and reasons: never c
 
 from __future__ import annotations
 
-from datetime import timedelta
+from collections.abc import Callable
+from datetime import datetime, timedelta
 
 from memvault.clock import Clock, IdSource
 from memvault.config import Settings
@@ -22,10 +23,10 @@ from memvault.models.trace import (
     TraceEventOut,
     TraceVersionOut,
 )
-from memvault.models.trace_records import Feedback
+from memvault.models.trace_records import Feedback, ServedLink
 from memvault.observability import logger
 from memvault.services.memory import MemoryService
-from memvault.storage.ports.memory import MemoryRecords
+from memvault.storage.ports.memory import Chain, MemoryRecords
 from memvault.storage.ports.traces import TraceStore
 
 _NO_RECALL = "no recall with this id for this subject"
@@ -87,77 +88,15 @@ class TraceService:
             # Forgetting the subject erased the chain for every reader, trail included.
             raise NotFound(_NO_MEMORY, {"memory_id": memory_id})
         now = self.clock.now()
-        shown: set[str] | None
-        history: list[Memory] = []
-        if chain.live:
-            # The readable versions, as history shows them (NotFound when none is); the
-            # trail shows only what concerns them.
-            history = self.memory.history(ctx, subject_id, memory_id)
-            shown = {m.memory_id for m in history}
-        elif ctx.agent_role is None and ctx.may_read(Sensitivity.PII, []):
-            shown = None  # a reader who may read every memory of the subject sees it all
-        else:
-            # The versions are gone, so what they held cannot be checked against this
-            # token: their trail (writers, personal-data classes, versions) would say
-            # more than the memory ever showed it.
-            raise NotFound(_NO_MEMORY, {"memory_id": memory_id})
+        history, shown = self._traced_versions(ctx, subject_id, memory_id, chain)
 
         def visible(version_id: str | None) -> bool:
             return shown is None or version_id is None or version_id in shown
 
-        callers: dict[str, str | None] = {}
-        everything = ctx.agent_role is None and ctx.may_read(Sensitivity.PII, [])
-
-        def own(recall_id: str) -> bool:
-            """Whether this reader made the recall: another caller's recall ids (and the
-            runs and tasks they name) are that caller's, shown only to a reader who sees
-            everything of the subject."""
-            if everything:
-                return True
-            if recall_id not in callers:
-                trace = self.traces.recall(t, subject_id, recall_id, now)
-                callers[recall_id] = trace.caller if trace is not None else None
-            return callers[recall_id] == ctx.principal
-
-        links = [
-            link
-            for link in self.traces.served(t, subject_id, chain.chain_id, now, limit=200)
-            if visible(link.memory_id) and own(link.recall_id)
-        ]
-        by_version: dict[str, list[ServedByOut]] = {}
-        for link in links:
-            by_version.setdefault(link.memory_id, []).append(ServedByOut.of(link))
-        versions = [
-            TraceVersionOut(
-                memory_id=m.memory_id,
-                version=m.version,
-                status=m.status.value,
-                created_by=m.created_by,
-                created_at=m.created_at,
-                expires_at=m.expires_at,
-                supersedes_id=m.supersedes_id,
-                source_type=m.source.type.value,
-                index_status=m.index_status.value,
-                embedding_model=m.embedding_model,
-                served_by=by_version.get(m.memory_id, []),
-            )
-            for m in history
-        ]
+        links = self._served_links(ctx, subject_id, chain.chain_id, now, visible)
+        versions = self._trace_versions(history, links)
         job = self.repo.job(t, chain.deletion_id) if chain.deletion_id else None
-        events = [
-            TraceEventOut(
-                event_id=e.event_id,
-                at=e.at,
-                action=e.action,
-                actor=e.actor,
-                memory_id=e.memory_id,
-                version=e.version,
-                deletion_id=e.deletion_id,
-                detail=dict(e.detail) if e.detail else None,
-            )
-            for e in self.repo.events(t, subject_id)
-            if e.chain_id == chain.chain_id and visible(e.memory_id)
-        ]
+        events = self._trace_events(t, subject_id, chain.chain_id, visible)
         return MemoryTraceOut(
             memory_id=memory_id,
             chain_id=chain.chain_id,
@@ -173,6 +112,96 @@ class TraceService:
             ],
             deletion=job.public_view() if job else None,
         )
+
+    def _traced_versions(
+        self, ctx: AccessContext, subject_id: str, memory_id: str, chain: Chain
+    ) -> tuple[list[Memory], set[str] | None]:
+        """The versions the trace lists, and the ids of those whose trail it shows (None:
+        every version's); NotFound when the reader may see none of it."""
+        if chain.live:
+            # The readable versions, as history shows them (NotFound when none is); the
+            # trail shows only what concerns them.
+            history = self.memory.history(ctx, subject_id, memory_id)
+            return history, {m.memory_id for m in history}
+        if ctx.agent_role is None and ctx.may_read(Sensitivity.PII, []):
+            return [], None  # a reader who may read every memory of the subject sees it all
+        # The versions are gone, so what they held cannot be checked against this
+        # token: their trail (writers, personal-data classes, versions) would say
+        # more than the memory ever showed it.
+        raise NotFound(_NO_MEMORY, {"memory_id": memory_id})
+
+    def _served_links(
+        self,
+        ctx: AccessContext,
+        subject_id: str,
+        chain_id: str,
+        now: datetime,
+        visible: Callable[[str | None], bool],
+    ) -> list[ServedLink]:
+        """Of the chain's latest 200 recall links (newest first), those that served a
+        ``visible`` version in a recall this reader may see."""
+        t = ctx.tenant_id
+        callers: dict[str, str | None] = {}
+        everything = ctx.agent_role is None and ctx.may_read(Sensitivity.PII, [])
+
+        def own(recall_id: str) -> bool:
+            """Whether this reader made the recall: another caller's recall ids (and the
+            runs and tasks they name) are that caller's, shown only to a reader who sees
+            everything of the subject."""
+            if everything:
+                return True
+            if recall_id not in callers:
+                trace = self.traces.recall(t, subject_id, recall_id, now)
+                callers[recall_id] = trace.caller if trace is not None else None
+            return callers[recall_id] == ctx.principal
+
+        return [
+            link
+            for link in self.traces.served(t, subject_id, chain_id, now, limit=200)
+            if visible(link.memory_id) and own(link.recall_id)
+        ]
+
+    @staticmethod
+    def _trace_versions(history: list[Memory], links: list[ServedLink]) -> list[TraceVersionOut]:
+        """Each version listed, with the recalls that served it."""
+        by_version: dict[str, list[ServedByOut]] = {}
+        for link in links:
+            by_version.setdefault(link.memory_id, []).append(ServedByOut.of(link))
+        return [
+            TraceVersionOut(
+                memory_id=m.memory_id,
+                version=m.version,
+                status=m.status.value,
+                created_by=m.created_by,
+                created_at=m.created_at,
+                expires_at=m.expires_at,
+                supersedes_id=m.supersedes_id,
+                source_type=m.source.type.value,
+                index_status=m.index_status.value,
+                embedding_model=m.embedding_model,
+                served_by=by_version.get(m.memory_id, []),
+            )
+            for m in history
+        ]
+
+    def _trace_events(
+        self, t: str, subject_id: str, chain_id: str, visible: Callable[[str | None], bool]
+    ) -> list[TraceEventOut]:
+        """The chain's audit trail, as far as it concerns ``visible`` versions."""
+        return [
+            TraceEventOut(
+                event_id=e.event_id,
+                at=e.at,
+                action=e.action,
+                actor=e.actor,
+                memory_id=e.memory_id,
+                version=e.version,
+                deletion_id=e.deletion_id,
+                detail=dict(e.detail) if e.detail else None,
+            )
+            for e in self.repo.events(t, subject_id)
+            if e.chain_id == chain_id and visible(e.memory_id)
+        ]
 
     def list_feedback(self, ctx: AccessContext, subject_id: str, limit: int) -> list[FeedbackOut]:
         ctx.require(Scope.MEMORY_READ)
@@ -203,30 +232,7 @@ class TraceService:
         # Only about what the caller may read now: otherwise the answer would tell a
         # token that cannot see the memory that it exists.
         chain_id = self.memory.readable(ctx, subject_id, req.memory_id).chain_id
-        recall_id, version = req.recall_id, None
-        if recall_id is not None:
-            trace = self.traces.recall(t, subject_id, recall_id, now)
-            if trace is None:
-                raise NotFound(_NO_RECALL, {"recall_id": recall_id})
-            served = [s for s in trace.returned if s.chain_id == chain_id]
-            if not served:
-                raise ValidationFailed(
-                    "this recall did not return that memory", {"field": "memory_id"}
-                )
-            version = served[0].version
-            if req.run_id is not None and trace.run_id != req.run_id:
-                raise ValidationFailed("this recall was not made for that run", {"field": "run_id"})
-        else:
-            links = [
-                link
-                for link in self.traces.served(t, subject_id, chain_id, now, limit=200)
-                if link.run_id == req.run_id
-            ]
-            if not links:
-                raise NotFound(
-                    "no recall for this run returned that memory", {"run_id": req.run_id}
-                )
-            recall_id, version = links[0].recall_id, links[0].version
+        recall_id, version = self._served_version(t, subject_id, chain_id, req, now)
         feedback_id = self.ids.new_id("fbk")
         corrected = None
         if req.correction is not None:
@@ -262,3 +268,30 @@ class TraceService:
             },
         )
         return FeedbackOut.of(feedback)
+
+    def _served_version(
+        self, t: str, subject_id: str, chain_id: str, req: FeedbackRequest, now: datetime
+    ) -> tuple[str, int]:
+        """The recall the feedback is about and the version of the chain it served: the
+        recall named, which must have returned the chain (and been made for the run, when
+        one is named too), or else the latest recall for the run that returned it."""
+        if req.recall_id is not None:
+            trace = self.traces.recall(t, subject_id, req.recall_id, now)
+            if trace is None:
+                raise NotFound(_NO_RECALL, {"recall_id": req.recall_id})
+            served = [s for s in trace.returned if s.chain_id == chain_id]
+            if not served:
+                raise ValidationFailed(
+                    "this recall did not return that memory", {"field": "memory_id"}
+                )
+            if req.run_id is not None and trace.run_id != req.run_id:
+                raise ValidationFailed("this recall was not made for that run", {"field": "run_id"})
+            return req.recall_id, served[0].version
+        links = [
+            link
+            for link in self.traces.served(t, subject_id, chain_id, now, limit=200)
+            if link.run_id == req.run_id
+        ]
+        if not links:
+            raise NotFound("no recall for this run returned that memory", {"run_id": req.run_id})
+        return links[0].recall_id, links[0].version
