@@ -240,8 +240,11 @@ MUTANTS: tuple[Mutant, ...] = (
         id="tombstone-skips-current-version",
         path="layers/memvault/storage/dynamodb/memory.py",
         # The transaction item is built but never added.
-        original='        tx.add(\n            "current",\n',
-        replacement='        (lambda *_: None)(\n            "current",\n',
+        original='        tx.add("current", self._deleted_current(chain, pk, deletion_id, at))\n',
+        replacement=(
+            '        (lambda *_: None)("current", '
+            "self._deleted_current(chain, pk, deletion_id, at))\n"
+        ),
         kill=(
             f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs[dynamodb]",
             f"{WINDOW}::test_deleting_by_an_old_version_id_blocks_the_whole_chain_before_the_purge[dynamodb]",
@@ -252,21 +255,10 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="tombstone-skips-chain-head",
         path="layers/memvault/storage/dynamodb/memory.py",
-        original=(
-            "        tx.add(\n"
-            '            "chain",\n'
-            "            {\n"
-            '                "Update": {\n'
-            '                    "TableName": table,\n'
-            '                    "Key": key(pk, keys.chain_sk(chain.chain_id)),\n'
-        ),
+        original='        tx.add("chain", self._tombstoned_head(chain, pk, deletion_id, at))\n',
         replacement=(
-            "        (lambda *_: None)(\n"
-            '            "chain",\n'
-            "            {\n"
-            '                "Update": {\n'
-            '                    "TableName": table,\n'
-            '                    "Key": key(pk, keys.chain_sk(chain.chain_id)),\n'
+            '        (lambda *_: None)("chain", '
+            "self._tombstoned_head(chain, pk, deletion_id, at))\n"
         ),
         kill=(
             f"{WINDOW}::test_a_deleted_memory_is_served_nowhere_before_its_purge_runs[dynamodb]",
@@ -466,7 +458,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="run-state-is-not-scanned",
         path="layers/memvault/services/runs.py",
-        original='                *structured_fields(body.state or {}, "state"),\n',
+        original='            *structured_fields(body.state or {}, "state"),\n',
         replacement="",
         kill=(
             f"{SECRETS_EVERYWHERE}::test_a_checkpoint_carrying_a_credential_is_refused"
@@ -692,9 +684,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="recall-trace-hides-superseded-drops",
         path="layers/memvault/services/recall.py",
-        original="                drops.append("
+        original="            drops.append("
         'DroppedCandidate(c.chain_id, c.memory_id, "superseded"))\n',
-        replacement="                pass\n",
+        replacement="            pass\n",
         kill=(
             "tests/integration/test_traces.py"
             "::test_a_deleted_and_a_superseded_document_in_the_index_are_counted_as_dropped[sqlite]",
@@ -789,8 +781,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="recall-trace-counts-hidden-keyed-facts",
         path="layers/memvault/services/recall.py",
-        original='                and candidates[d.chain_id].sources == ["canonical_key"]\n',
-        replacement="                and candidates[d.chain_id].sources == []\n",
+        original='            and candidates[d.chain_id].sources == ["canonical_key"]\n',
+        replacement="            and candidates[d.chain_id].sources == []\n",
         kill=(
             "tests/integration/test_traces.py"
             "::test_a_readers_own_recall_trace_tells_nothing_of_a_fact_it_may_not_read[sqlite]",

@@ -115,44 +115,9 @@ class ArtifactService:
     ) -> tuple[ArtifactOut, bool]:
         ctx.require(Scope.ARTIFACTS_WRITE)
         ctx.require_subject(subject_id)
-        if body.sensitivity is Sensitivity.SECRET:
-            # As for a memory: a secret is never stored (and one above every ceiling
-            # would be absent even to its owner's commit and delete).
-            raise SecretDetected(
-                "secrets are never stored as artifacts; keep them in a secret manager and "
-                "store a reference to it instead",
-                {"field": "sensitivity"},
-            )
-        refuse_secrets(
-            [
-                ("request_id", body.request_id),
-                ("name", body.name),
-                ("media_type", body.media_type),
-                ("subject_id", subject_id),
-            ],
-            "the artifact's metadata",
-        )
-        sensitivity = _classify_name(body)
-        refuse_personal_ids(
-            [("request_id", body.request_id), ("subject_id", subject_id)], "the artifact"
-        )
-        max_bytes, media_types = self.settings.artifact_limits(ctx.tenant_id)
-        if body.size_bytes > max_bytes:
-            raise PayloadTooLarge(
-                f"artifacts may be at most {max_bytes} bytes", {"max_bytes": max_bytes}
-            )
-        if body.media_type not in media_types:
-            raise MediaTypeNotAllowed(
-                "this media type is not accepted here", {"allowed": list(media_types)}
-            )
-        fingerprint = hashlib.sha256(
-            json.dumps(
-                # Consent is no part of what was asked for (a retry that adds it is the
-                # same upload), as for runs; fingerprints from before it existed hold.
-                body.model_dump(mode="json", exclude={"request_id", "consent"}),
-                sort_keys=True,
-            ).encode()
-        ).hexdigest()
+        sensitivity = _checked_metadata(subject_id, body)
+        self._check_limits(ctx.tenant_id, body)
+        fingerprint = _upload_fingerprint(body)
         now = self.clock.now()
         receipt = self.store.receipt(ctx.tenant_id, subject_id, body.request_id, now)
         if receipt is not None:
@@ -204,6 +169,19 @@ class ArtifactService:
             },
         )
         return self._out(ctx, record, upload=self._upload(record)), True
+
+    def _check_limits(self, tenant_id: str, body: StartUpload) -> None:
+        """Refuse an upload over the tenant's size bound or of a media type it does not
+        accept."""
+        max_bytes, media_types = self.settings.artifact_limits(tenant_id)
+        if body.size_bytes > max_bytes:
+            raise PayloadTooLarge(
+                f"artifacts may be at most {max_bytes} bytes", {"max_bytes": max_bytes}
+            )
+        if body.media_type not in media_types:
+            raise MediaTypeNotAllowed(
+                "this media type is not accepted here", {"allowed": list(media_types)}
+            )
 
     def _replay(
         self, ctx: AccessContext, subject_id: str, receipt: UploadReceipt, fingerprint: str
@@ -552,6 +530,46 @@ def _named_references(ctx: AccessContext, record: ArtifactRecord) -> list[str]:
     if ctx.agent_role is None and ctx.max_sensitivity.rank >= Sensitivity.PII.rank:
         return sorted(record.referenced_by)
     return []
+
+
+def _checked_metadata(subject_id: str, body: StartUpload) -> Sensitivity:
+    """Refuse an upload declared secret, or whose metadata holds a secret or a personal
+    id; the artifact's class (:func:`_classify_name`)."""
+    if body.sensitivity is Sensitivity.SECRET:
+        # As for a memory: a secret is never stored (and one above every ceiling
+        # would be absent even to its owner's commit and delete).
+        raise SecretDetected(
+            "secrets are never stored as artifacts; keep them in a secret manager and "
+            "store a reference to it instead",
+            {"field": "sensitivity"},
+        )
+    refuse_secrets(
+        [
+            ("request_id", body.request_id),
+            ("name", body.name),
+            ("media_type", body.media_type),
+            ("subject_id", subject_id),
+        ],
+        "the artifact's metadata",
+    )
+    sensitivity = _classify_name(body)
+    refuse_personal_ids(
+        [("request_id", body.request_id), ("subject_id", subject_id)], "the artifact"
+    )
+    return sensitivity
+
+
+def _upload_fingerprint(body: StartUpload) -> str:
+    """The digest of what an upload asks for: a retry with the same request id must ask
+    for the same."""
+    return hashlib.sha256(
+        json.dumps(
+            # Consent is no part of what was asked for (a retry that adds it is the
+            # same upload), as for runs; fingerprints from before it existed hold.
+            body.model_dump(mode="json", exclude={"request_id", "consent"}),
+            sort_keys=True,
+        ).encode()
+    ).hexdigest()
 
 
 def _classify_name(body: StartUpload) -> Sensitivity:

@@ -303,35 +303,10 @@ class RunService:
         ctx.require(Scope.RUNS_WRITE)
         key, stored = self._load(ctx, run_id, subject_id)
         current = stored.checkpoint
-        refuse_secrets(
-            [
-                ("step", body.step),
-                ("plan_version", body.plan_version),
-                *structured_fields(body.pending_approvals or [], "pending_approvals"),
-                *structured_fields(body.state or {}, "state"),
-                *structured_fields(body.budget or {}, "budget"),
-            ],
-            "the checkpoint",
-        )
-        refuse_personal_ids(
-            [(f"pending_approvals[{i}]", a) for i, a in enumerate(body.pending_approvals or [])],
-            "the checkpoint",
-        )
-        personal = _personal_fields(
-            _personal_data(
-                [("step", body.step), ("plan_version", body.plan_version)],
-                {"state": body.state or {}, "budget": body.budget or {}},
-            ),
-            body.consent,
-            "the checkpoint",
-        )
+        personal = _checked_checkpoint_content(body)
         self._check_version(ctx, current, body.expected_version)
         self._check_transition(current.status, body.status)
-        changes: dict[str, Any] = {"status": body.status, "step": body.step}
-        for field in ("plan_version", "budget", "pending_approvals", "state", "artifact_refs"):
-            value = getattr(body, field)
-            if value is not None:
-                changes[field] = value
+        changes = _advance_changes(body)
         _check_replaceable(ctx, current, changes)
         updated = self._next(current, changes, personal)
         ttl = self._expiry(updated)
@@ -467,14 +442,7 @@ class RunService:
         """Record a side effect's status; returns it and whether anything changed."""
         ctx.require(Scope.RUNS_WRITE)
         key, stored = self._load(ctx, run_id, subject_id)
-        refuse_secrets(
-            [("operation_id", operation_id), ("result_ref", body.result_ref)], "the operation"
-        )
-        refuse_personal_ids([("operation_id", operation_id)], "the operation")
-        personal = _personal_fields(
-            _personal_data([("result_ref", body.result_ref)]), body.consent, "the operation"
-        )
-        sensitivity = Sensitivity.PII if personal else Sensitivity.INTERNAL
+        sensitivity = _operation_class(operation_id, body)
         if body.status is OperationStatus.COMMITTED and body.result_ref is None:
             raise ValidationFailed(
                 "a COMMITTED operation needs its result_ref", {"field": "result_ref"}
@@ -484,33 +452,8 @@ class RunService:
         for _ in range(5):
             now = self.clock.now()
             current = self.store.operation(ctx.tenant_id, key, operation_id, now=now)
-            if current is not None:
-                # A result above the caller's ceiling is never compared with a guess of it:
-                # the same status answers the same refusal, whether the result matches.
-                hidden = not ctx.may_read(current.sensitivity, [])
-                if (
-                    not hidden
-                    and current.status is body.status
-                    and (current.result_ref, current.result_sha256)
-                    == (body.result_ref, body.result_sha256)
-                ):
-                    return _shown_operation(ctx, current), False  # the same record: a no-op
-                if body.status not in OPERATION_TRANSITIONS[current.status] or (
-                    current.status is body.status
-                ):
-                    again = current.status is body.status
-                    raise OperationConflict(
-                        f"operation {operation_id} is {current.status.value}; it cannot be "
-                        f"recorded as {body.status.value}"
-                        + (
-                            " again by this token (its result is above the token's max_sensitivity)"
-                            if again and hidden
-                            else " with another result"
-                            if again
-                            else ""
-                        ),
-                        {"current": _shown_operation(ctx, current).model_dump(mode="json")},
-                    )
+            if current is not None and _recorded_already(ctx, operation_id, current, body):
+                return _shown_operation(ctx, current), False  # the same record: a no-op
             operation = Operation(
                 operation_id=operation_id,
                 status=body.status,
@@ -551,24 +494,7 @@ class RunService:
     ) -> dict[str, Any]:
         """Apply an external event once: its receipt and its effect commit together."""
         ctx.require(Scope.RUNS_WRITE)
-        # The payload is never stored (only its hash, in the fingerprint): its text is
-        # not scanned; what is kept (id, type) is.
-        refuse_secrets(
-            [
-                ("event_id", event.event_id),
-                ("type", event.type),
-                ("approval_id", event.approval_id),
-            ],
-            "the event",
-        )
-        refuse_personal_ids(
-            [
-                ("event_id", event.event_id),
-                ("approval_id", event.approval_id),
-                ("type", event.type),
-            ],
-            "the event",
-        )
+        _check_event_fields(event)
         # An event is its id, type and approval: the payload is never stored, so a
         # redelivery with another payload is the same event, answered as the duplicate.
         # (Had it been refused, a caller could confirm a guess of a payload it never saw:
@@ -607,24 +533,7 @@ class RunService:
                 ttl=ttl,
             )
             try:
-                if changes is None:
-                    self.store.record_event(
-                        ctx.tenant_id,
-                        key,
-                        new_receipt,
-                        at_version=current.version,
-                        epoch=epoch_of(current),
-                    )
-                else:
-                    self.store.advance(
-                        ctx.tenant_id,
-                        Advancement(
-                            checkpoint=_keyed(updated, key),
-                            expected_version=current.version,
-                            receipt=new_receipt,
-                            ttl=ttl,
-                        ),
-                    )
+                self._commit_event(ctx.tenant_id, key, current, updated, new_receipt, ttl)
             except ConditionFailed:
                 continue  # a duplicate or a concurrent advance: re-read and re-decide
             self._retain(ctx.tenant_id, key, ttl)
@@ -635,6 +544,38 @@ class RunService:
                 "checkpoint": _shown(ctx, updated),
             }
         raise VersionConflict("the run kept changing while the event was applied; deliver again")
+
+    def _commit_event(
+        self,
+        tenant_id: str,
+        key: str,
+        current: Checkpoint,
+        updated: Checkpoint,
+        receipt: EventReceipt,
+        ttl: int | None,
+    ) -> None:
+        """Commit an event's receipt with its effect: an event that changes nothing is
+        recorded at the run's current version; one that applies advances the run to
+        ``updated`` in the same write. Raises ``ConditionFailed`` for a duplicate or a
+        concurrent advance."""
+        if not receipt.applied:
+            self.store.record_event(
+                tenant_id,
+                key,
+                receipt,
+                at_version=current.version,
+                epoch=epoch_of(current),
+            )
+        else:
+            self.store.advance(
+                tenant_id,
+                Advancement(
+                    checkpoint=_keyed(updated, key),
+                    expected_version=current.version,
+                    receipt=receipt,
+                    ttl=ttl,
+                ),
+            )
 
     def _effect(self, cp: Checkpoint, event: RunEvent) -> dict[str, Any] | None:
         """The checkpoint change an event causes, or None when it changes nothing."""
@@ -663,6 +604,111 @@ def _forgotten_meanwhile(what: str) -> VersionConflict:
     return VersionConflict(
         f"the subject was forgotten while this {what} was being created; nothing was stored",
         {"reason": "subject_forgotten"},
+    )
+
+
+def _checked_checkpoint_content(body: Advance) -> frozenset[str]:
+    """Refuse an advance whose content holds a secret or a personal id; the top-level
+    fields whose new values hold personal data (refused without consent)."""
+    refuse_secrets(
+        [
+            ("step", body.step),
+            ("plan_version", body.plan_version),
+            *structured_fields(body.pending_approvals or [], "pending_approvals"),
+            *structured_fields(body.state or {}, "state"),
+            *structured_fields(body.budget or {}, "budget"),
+        ],
+        "the checkpoint",
+    )
+    refuse_personal_ids(
+        [(f"pending_approvals[{i}]", a) for i, a in enumerate(body.pending_approvals or [])],
+        "the checkpoint",
+    )
+    return _personal_fields(
+        _personal_data(
+            [("step", body.step), ("plan_version", body.plan_version)],
+            {"state": body.state or {}, "budget": body.budget or {}},
+        ),
+        body.consent,
+        "the checkpoint",
+    )
+
+
+def _advance_changes(body: Advance) -> dict[str, Any]:
+    """The checkpoint fields an advance sets: status and step always, each other field
+    only when given (one left out keeps its value)."""
+    changes: dict[str, Any] = {"status": body.status, "step": body.step}
+    for field in ("plan_version", "budget", "pending_approvals", "state", "artifact_refs"):
+        value = getattr(body, field)
+        if value is not None:
+            changes[field] = value
+    return changes
+
+
+def _operation_class(operation_id: str, body: RecordOperation) -> Sensitivity:
+    """Refuse an operation whose id or result holds a secret or a personal id; its class:
+    ``pii`` when its result holds personal data (refused without consent), else
+    ``internal``."""
+    refuse_secrets(
+        [("operation_id", operation_id), ("result_ref", body.result_ref)], "the operation"
+    )
+    refuse_personal_ids([("operation_id", operation_id)], "the operation")
+    personal = _personal_fields(
+        _personal_data([("result_ref", body.result_ref)]), body.consent, "the operation"
+    )
+    return Sensitivity.PII if personal else Sensitivity.INTERNAL
+
+
+def _recorded_already(
+    ctx: AccessContext, operation_id: str, current: Operation, body: RecordOperation
+) -> bool:
+    """Whether ``current`` is already the record ``body`` asks for (a no-op); raises
+    OperationConflict when ``body`` may not follow it."""
+    # A result above the caller's ceiling is never compared with a guess of it:
+    # the same status answers the same refusal, whether the result matches.
+    hidden = not ctx.may_read(current.sensitivity, [])
+    if (
+        not hidden
+        and current.status is body.status
+        and (current.result_ref, current.result_sha256) == (body.result_ref, body.result_sha256)
+    ):
+        return True
+    if body.status not in OPERATION_TRANSITIONS[current.status] or (current.status is body.status):
+        again = current.status is body.status
+        raise OperationConflict(
+            f"operation {operation_id} is {current.status.value}; it cannot be "
+            f"recorded as {body.status.value}"
+            + (
+                " again by this token (its result is above the token's max_sensitivity)"
+                if again and hidden
+                else " with another result"
+                if again
+                else ""
+            ),
+            {"current": _shown_operation(ctx, current).model_dump(mode="json")},
+        )
+    return False
+
+
+def _check_event_fields(event: RunEvent) -> None:
+    """Refuse an event whose kept fields (id, type, approval) hold a secret or a personal
+    id. The payload is never stored (only its hash, in the fingerprint): its text is
+    not scanned; what is kept (id, type) is."""
+    refuse_secrets(
+        [
+            ("event_id", event.event_id),
+            ("type", event.type),
+            ("approval_id", event.approval_id),
+        ],
+        "the event",
+    )
+    refuse_personal_ids(
+        [
+            ("event_id", event.event_id),
+            ("approval_id", event.approval_id),
+            ("type", event.type),
+        ],
+        "the event",
     )
 
 

@@ -57,6 +57,7 @@ from memvault.policy.secrets import refuse_secrets
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import SubjectForgets
 from memvault.storage.ports.sessions import (
+    AppendReceipt,
     NewMessage,
     SessionHead,
     SessionStore,
@@ -108,6 +109,43 @@ def _check_user_message(ctx: AccessContext) -> None:
         )
 
 
+def _check_message_fields(subject_id: str, session_id: str, msg: AppendMessage) -> None:
+    """Refuse a message whose content or ids hold a secret, or whose ids hold a
+    personal id."""
+    refuse_secrets(
+        [
+            ("content", msg.content),
+            ("request_id", msg.request_id),
+            ("session_id", session_id),
+            ("subject_id", subject_id),
+        ],
+        "the message",
+    )
+    refuse_personal_ids(
+        [
+            ("session_id", session_id),
+            ("request_id", msg.request_id),
+            ("subject_id", subject_id),
+        ],
+        "the message",
+    )
+
+
+def _check_replay(ctx: AccessContext, replay: AppendReceipt, msg: AppendMessage) -> None:
+    """A request id already appended answers only a replay of the same message, and only
+    to a caller that may read it: anything else is refused."""
+    # A message above the caller's ceiling is never compared with a guess of it:
+    # match or not, the answer is the refusal (a replay would confirm the guess).
+    pii = find_pii([("content", replay.content)])
+    stored = Sensitivity.PII if pii else Sensitivity.INTERNAL
+    hidden = not ctx.may_read(stored, [])
+    if hidden or (replay.role, replay.content) != (msg.role, msg.content):
+        raise IdempotencyKeyReused(
+            "this request_id was already used with another message",
+            {"request_id": msg.request_id},
+        )
+
+
 def _readable(ctx: AccessContext, sensitivity: Sensitivity) -> bool:
     return ctx.may_read(sensitivity, [])
 
@@ -141,23 +179,7 @@ class SessionService:
             provenance.check_system_message(ctx)
         elif msg.role is Role.USER:
             _check_user_message(ctx)
-        refuse_secrets(
-            [
-                ("content", msg.content),
-                ("request_id", msg.request_id),
-                ("session_id", session_id),
-                ("subject_id", subject_id),
-            ],
-            "the message",
-        )
-        refuse_personal_ids(
-            [
-                ("session_id", session_id),
-                ("request_id", msg.request_id),
-                ("subject_id", subject_id),
-            ],
-            "the message",
-        )
+        _check_message_fields(subject_id, session_id, msg)
         sensitivity = _classify(msg.content, msg.consent, "message")
         for attempt in range(_APPEND_ATTEMPTS):
             if attempt:
@@ -180,31 +202,12 @@ class SessionService:
                 )
             replay = self.store.receipt(ctx.tenant_id, subject_id, session_id, msg.request_id)
             if replay is not None:
-                # A message above the caller's ceiling is never compared with a guess of it:
-                # match or not, the answer is the refusal (a replay would confirm the guess).
-                pii = find_pii([("content", replay.content)])
-                stored = Sensitivity.PII if pii else Sensitivity.INTERNAL
-                hidden = not ctx.may_read(stored, [])
-                if hidden or (replay.role, replay.content) != (msg.role, msg.content):
-                    raise IdempotencyKeyReused(
-                        "this request_id was already used with another message",
-                        {"request_id": msg.request_id},
-                    )
+                _check_replay(ctx, replay, msg)
                 return self.read(ctx, subject_id, session_id, check_scope=False), False
             if head is not None:
                 self._check_clocks(head, now)
             new = self._new_message(ctx, subject_id, session_id, head, msg, now, sensitivity)
-            try:
-                self.store.append(replace(new, subject_epoch=forgets.epoch))
-            except ConditionFailed as refused:
-                if Conflict.EPOCH in refused:
-                    # The subject was forgotten meanwhile: what was sent before the forget
-                    # must not outlive it (as for a memory). Nothing was stored.
-                    raise VersionConflict(
-                        "the subject was forgotten while this message was being appended; "
-                        "nothing was stored",
-                        {"reason": "subject_forgotten"},
-                    ) from None
+            if not self._try_append(replace(new, subject_epoch=forgets.epoch)):
                 continue  # another append or a creation raced us: re-read
             logger.info(
                 "session message appended",
@@ -216,6 +219,23 @@ class SessionService:
             )
             return self.read(ctx, subject_id, session_id, check_scope=False), True
         raise VersionConflict("the session kept changing; retry the append")
+
+    def _try_append(self, new: NewMessage) -> bool:
+        """Write the message in one conditional append: False when another append or a
+        creation raced it (nothing was written; re-read and decide again)."""
+        try:
+            self.store.append(new)
+        except ConditionFailed as refused:
+            if Conflict.EPOCH in refused:
+                # The subject was forgotten meanwhile: what was sent before the forget
+                # must not outlive it (as for a memory). Nothing was stored.
+                raise VersionConflict(
+                    "the subject was forgotten while this message was being appended; "
+                    "nothing was stored",
+                    {"reason": "subject_forgotten"},
+                ) from None
+            return False
+        return True
 
     def _new_message(
         self,

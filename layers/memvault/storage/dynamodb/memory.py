@@ -590,66 +590,14 @@ class DynamoMemoryStore:
         pointer is released so that the key can start a new chain.
         With ``job``, the deletion job and its log entry commit in the same transaction."""
         pk = keys.subject_pk(tenant_id, subject_id)
-        table = self.db.names["memory"]
         tx = Tx()
-        tx.add(
-            "chain",
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": key(pk, keys.chain_sk(chain.chain_id)),
-                    "UpdateExpression": (
-                        "SET #state = :deleted, deletion_id = :did, updated_at = :now REMOVE #ttl"
-                    ),
-                    "ConditionExpression": (
-                        "chain_id = :cid AND #state = :live AND current_version = :v"
-                    ),
-                    "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
-                    "ExpressionAttributeValues": {
-                        ":cid": to_attr(chain.chain_id),
-                        ":deleted": to_attr(TOMBSTONED),
-                        ":did": to_attr(deletion_id),
-                        ":now": to_attr(iso(at)),
-                        ":live": to_attr(LIVE),
-                        ":v": to_attr(chain.current_version),
-                    },
-                }
-            },
-        )
-        tx.add(
-            "current",
-            {
-                "Update": {
-                    "TableName": table,
-                    "Key": key(pk, keys.version_sk(chain.current_memory_id)),
-                    "UpdateExpression": (
-                        "SET #status = :deleted, deletion_id = :did, updated_at = :now"
-                    ),
-                    "ConditionExpression": "attribute_exists(pk)",
-                    "ExpressionAttributeNames": {"#status": "status"},
-                    "ExpressionAttributeValues": {
-                        ":deleted": to_attr(MemoryStatus.DELETED.value),
-                        ":did": to_attr(deletion_id),
-                        ":now": to_attr(iso(at)),
-                    },
-                }
-            },
-        )
+        tx.add("chain", self._tombstoned_head(chain, pk, deletion_id, at))
+        tx.add("current", self._deleted_current(chain, pk, deletion_id, at))
         # ``release_pointer`` needs no write for a keyed chain: a fact's pointer is its newest
         # chain, and a tombstoned newest chain lets the next write start the next generation.
         if release_pointer and chain.fact and keyed_chain_slot(chain.chain_id) is None:
             # A chain of the earlier layout: its pointer item is released.
-            tx.add(
-                "pointer",
-                {
-                    "Delete": {
-                        "TableName": table,
-                        "Key": key(pk, f"{keys.POINTER_PREFIX}{chain.fact}"),
-                        "ConditionExpression": "chain_id = :cid",
-                        "ExpressionAttributeValues": {":cid": to_attr(chain.chain_id)},
-                    }
-                },
-            )
+            tx.add("pointer", self._released_pointer(chain, pk))
         if job is not None:
             tx.add(
                 "job",
@@ -666,6 +614,66 @@ class DynamoMemoryStore:
             assert audit_expires_at is not None
             tx.add("audit", self._audit_put(audit, audit_expires_at))
         _transact(self.db, tx)
+
+    def _tombstoned_head(
+        self, chain: Chain, pk: str, deletion_id: str, at: datetime
+    ) -> dict[str, Any]:
+        """The chain head turned into a tombstone (kept without expiry), if it is still
+        live at the version that was read."""
+        return {
+            "Update": {
+                "TableName": self.db.names["memory"],
+                "Key": key(pk, keys.chain_sk(chain.chain_id)),
+                "UpdateExpression": (
+                    "SET #state = :deleted, deletion_id = :did, updated_at = :now REMOVE #ttl"
+                ),
+                "ConditionExpression": (
+                    "chain_id = :cid AND #state = :live AND current_version = :v"
+                ),
+                "ExpressionAttributeNames": {"#state": "state", "#ttl": "ttl"},
+                "ExpressionAttributeValues": {
+                    ":cid": to_attr(chain.chain_id),
+                    ":deleted": to_attr(TOMBSTONED),
+                    ":did": to_attr(deletion_id),
+                    ":now": to_attr(iso(at)),
+                    ":live": to_attr(LIVE),
+                    ":v": to_attr(chain.current_version),
+                },
+            }
+        }
+
+    def _deleted_current(
+        self, chain: Chain, pk: str, deletion_id: str, at: datetime
+    ) -> dict[str, Any]:
+        """The chain's current version marked deleted, if it exists."""
+        return {
+            "Update": {
+                "TableName": self.db.names["memory"],
+                "Key": key(pk, keys.version_sk(chain.current_memory_id)),
+                "UpdateExpression": (
+                    "SET #status = :deleted, deletion_id = :did, updated_at = :now"
+                ),
+                "ConditionExpression": "attribute_exists(pk)",
+                "ExpressionAttributeNames": {"#status": "status"},
+                "ExpressionAttributeValues": {
+                    ":deleted": to_attr(MemoryStatus.DELETED.value),
+                    ":did": to_attr(deletion_id),
+                    ":now": to_attr(iso(at)),
+                },
+            }
+        }
+
+    def _released_pointer(self, chain: Chain, pk: str) -> dict[str, Any]:
+        """The pointer item of a keyed chain of the earlier layout deleted, if it still
+        names the chain."""
+        return {
+            "Delete": {
+                "TableName": self.db.names["memory"],
+                "Key": key(pk, f"{keys.POINTER_PREFIX}{chain.fact}"),
+                "ConditionExpression": "chain_id = :cid",
+                "ExpressionAttributeValues": {":cid": to_attr(chain.chain_id)},
+            }
+        }
 
     def retire_subject_epoch(
         self,

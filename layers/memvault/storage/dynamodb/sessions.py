@@ -159,93 +159,11 @@ class DynamoSessionStore:
         ttl = _epoch(new.expires_at)
         tx = Tx()
         if new.seq == 1:
-            tx.add(
-                "head",
-                {
-                    "Put": {
-                        "TableName": self._table,
-                        "Item": to_item(
-                            {
-                                "pk": pk,
-                                "sk": HEAD,
-                                "type": "session",
-                                "tenant_id": new.tenant_id,
-                                "subject_id": new.subject_id,
-                                "session_id": new.session_id,
-                                "created_at": iso(new.at),
-                                "last_activity_at": iso(new.at),
-                                "idle_expires_at": iso(new.idle_expires_at),
-                                "expires_at": iso(new.expires_at),
-                                "last_seq": 1,
-                                "subject_epoch": new.subject_epoch,
-                                "ttl": ttl,
-                            }
-                        ),
-                        "ConditionExpression": "attribute_not_exists(pk)",
-                    }
-                },
-            )
+            tx.add("head", self._new_head(pk, new, ttl))
         else:
-            tx.add(
-                "head",
-                {
-                    "Update": {
-                        "TableName": self._table,
-                        "Key": key(pk, HEAD),
-                        "UpdateExpression": "SET last_seq = :seq, last_activity_at = :now, "
-                        "idle_expires_at = :idle",
-                        "ConditionExpression": "last_seq = :seen",
-                        "ExpressionAttributeValues": {
-                            ":seq": to_attr(new.seq),
-                            ":now": to_attr(iso(new.at)),
-                            ":idle": to_attr(iso(new.idle_expires_at)),
-                            ":seen": to_attr(new.seq - 1),
-                        },
-                    }
-                },
-            )
-        tx.add(
-            "message",
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": to_item(
-                        {
-                            "pk": pk,
-                            "sk": message_sk(new.seq),
-                            "type": "message",
-                            "seq": new.seq,
-                            "role": new.role.value,
-                            "content": new.content,
-                            "sensitivity": new.sensitivity.value,
-                            "request_id": new.request_id,
-                            "created_at": iso(new.at),
-                            "ttl": ttl,
-                        }
-                    ),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-        )
-        tx.add(
-            "request",
-            {
-                "Put": {
-                    "TableName": self._table,
-                    "Item": to_item(
-                        {
-                            "pk": pk,
-                            "sk": f"{RECEIPT}{new.request_id}",
-                            "type": "receipt",
-                            "seq": new.seq,
-                            "payload": [new.role.value, new.content],
-                            "ttl": ttl,
-                        }
-                    ),
-                    "ConditionExpression": "attribute_not_exists(pk)",
-                }
-            },
-        )
+            tx.add("head", self._advanced_head(pk, new))
+        tx.add("message", self._message_put(pk, new, ttl))
+        tx.add("request", self._receipt_put(pk, new, ttl))
         if new.subject_epoch is not None:
             tx.add(EPOCH, epoch_check(self.db, new.tenant_id, new.subject_id, new.subject_epoch))
         try:
@@ -258,6 +176,93 @@ class DynamoSessionStore:
                 EPOCH: Conflict.EPOCH,
             }
             raise ConditionFailed(*(causes[label] for label in err.failed)) from err
+
+    def _new_head(self, pk: str, new: NewMessage, ttl: int) -> dict[str, Any]:
+        """The head of a session begun by its first message, put only if none exists."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_item(
+                    {
+                        "pk": pk,
+                        "sk": HEAD,
+                        "type": "session",
+                        "tenant_id": new.tenant_id,
+                        "subject_id": new.subject_id,
+                        "session_id": new.session_id,
+                        "created_at": iso(new.at),
+                        "last_activity_at": iso(new.at),
+                        "idle_expires_at": iso(new.idle_expires_at),
+                        "expires_at": iso(new.expires_at),
+                        "last_seq": 1,
+                        "subject_epoch": new.subject_epoch,
+                        "ttl": ttl,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _advanced_head(self, pk: str, new: NewMessage) -> dict[str, Any]:
+        """The compare-and-set of the head's last sequence number from the one before
+        ``new`` to ``new``'s, with its activity time and idle clock."""
+        return {
+            "Update": {
+                "TableName": self._table,
+                "Key": key(pk, HEAD),
+                "UpdateExpression": "SET last_seq = :seq, last_activity_at = :now, "
+                "idle_expires_at = :idle",
+                "ConditionExpression": "last_seq = :seen",
+                "ExpressionAttributeValues": {
+                    ":seq": to_attr(new.seq),
+                    ":now": to_attr(iso(new.at)),
+                    ":idle": to_attr(iso(new.idle_expires_at)),
+                    ":seen": to_attr(new.seq - 1),
+                },
+            }
+        }
+
+    def _message_put(self, pk: str, new: NewMessage, ttl: int) -> dict[str, Any]:
+        """The message itself, put only into a free sequence number."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_item(
+                    {
+                        "pk": pk,
+                        "sk": message_sk(new.seq),
+                        "type": "message",
+                        "seq": new.seq,
+                        "role": new.role.value,
+                        "content": new.content,
+                        "sensitivity": new.sensitivity.value,
+                        "request_id": new.request_id,
+                        "created_at": iso(new.at),
+                        "ttl": ttl,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
+
+    def _receipt_put(self, pk: str, new: NewMessage, ttl: int) -> dict[str, Any]:
+        """The append's idempotency record, put only if its request id is unused."""
+        return {
+            "Put": {
+                "TableName": self._table,
+                "Item": to_item(
+                    {
+                        "pk": pk,
+                        "sk": f"{RECEIPT}{new.request_id}",
+                        "type": "receipt",
+                        "seq": new.seq,
+                        "payload": [new.role.value, new.content],
+                        "ttl": ttl,
+                    }
+                ),
+                "ConditionExpression": "attribute_not_exists(pk)",
+            }
+        }
 
     def put_summary(
         self,

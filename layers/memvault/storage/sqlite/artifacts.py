@@ -170,6 +170,42 @@ def _set_state(
     )
 
 
+def _insert_artifact(conn: sqlite3.Connection, r: ArtifactRecord) -> None:
+    """Write an artifact's row and one row per reference it holds, in the caller's
+    transaction."""
+    conn.execute(
+        "INSERT INTO artifacts (tenant_id, subject_id, artifact_id, media_type, "
+        "size_bytes, sha256, state, sensitivity, created_at, created_by, name, "
+        "retention_days, staged_until, version, committed_at, retain_until, "
+        "subject_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            r.tenant_id,
+            r.subject_id,
+            r.artifact_id,
+            r.media_type,
+            r.size_bytes,
+            r.sha256,
+            r.state.value,
+            r.sensitivity.value,
+            iso(r.created_at),
+            r.created_by,
+            r.name,
+            r.retention_days,
+            r.staged_until,
+            r.version,
+            iso(r.committed_at) if r.committed_at else None,
+            r.retain_until,
+            r.subject_epoch,
+        ),
+    )
+    for ref in sorted(r.referenced_by):
+        conn.execute(
+            "INSERT INTO artifact_refs (tenant_id, subject_id, artifact_id, ref) "
+            "VALUES (?, ?, ?, ?)",
+            (r.tenant_id, r.subject_id, r.artifact_id, ref),
+        )
+
+
 class SqliteArtifactStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -256,37 +292,7 @@ class SqliteArtifactStore:
                     receipt.expires_at,
                 ),
             )
-            conn.execute(
-                "INSERT INTO artifacts (tenant_id, subject_id, artifact_id, media_type, "
-                "size_bytes, sha256, state, sensitivity, created_at, created_by, name, "
-                "retention_days, staged_until, version, committed_at, retain_until, "
-                "subject_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    r.tenant_id,
-                    r.subject_id,
-                    r.artifact_id,
-                    r.media_type,
-                    r.size_bytes,
-                    r.sha256,
-                    r.state.value,
-                    r.sensitivity.value,
-                    iso(r.created_at),
-                    r.created_by,
-                    r.name,
-                    r.retention_days,
-                    r.staged_until,
-                    r.version,
-                    iso(r.committed_at) if r.committed_at else None,
-                    r.retain_until,
-                    r.subject_epoch,
-                ),
-            )
-            for ref in sorted(r.referenced_by):
-                conn.execute(
-                    "INSERT INTO artifact_refs (tenant_id, subject_id, artifact_id, ref) "
-                    "VALUES (?, ?, ?, ?)",
-                    (r.tenant_id, r.subject_id, r.artifact_id, ref),
-                )
+            _insert_artifact(conn, r)
 
     def commit(
         self,

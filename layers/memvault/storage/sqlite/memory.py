@@ -407,44 +407,7 @@ class SqliteMemoryStore:
                 record["payload_hash"] = new.idempotency.payload_hash
             _put_version(conn, record, None)
             ttl = new.head_ttl
-            if chain is None:
-                conn.execute(
-                    "INSERT INTO memory_chains VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (
-                        t,
-                        s,
-                        m.chain_id,
-                        LIVE,
-                        m.memory_id,
-                        m.version,
-                        dumps([m.memory_id]),
-                        new.fact,
-                        m.subject_epoch,
-                        None,
-                        dumps([m.artifact_id] if m.artifact_id else []),
-                        iso(m.created_at),
-                        iso(m.updated_at),
-                        ttl,
-                    ),
-                )
-            else:
-                artifacts = set(chain.artifact_ids) | ({m.artifact_id} if m.artifact_id else set())
-                conn.execute(
-                    "UPDATE memory_chains SET current_memory_id = ?, current_version = ?, "
-                    "versions = ?, updated_at = ?, ttl = ?, artifact_ids = ? "
-                    "WHERE tenant_id = ? AND subject_id = ? AND chain_id = ?",
-                    (
-                        m.memory_id,
-                        m.version,
-                        dumps([*chain.versions, m.memory_id]),
-                        iso(m.updated_at),
-                        ttl,
-                        dumps(sorted(artifacts)),
-                        t,
-                        s,
-                        m.chain_id,
-                    ),
-                )
+            _write_chain_head(conn, new, chain, ttl)
             if new.fact is not None:
                 conn.execute(
                     "INSERT INTO memory_pointers VALUES (?, ?, ?, ?, ?) "
@@ -551,23 +514,9 @@ class SqliteMemoryStore:
     ) -> None:
         t, s = tenant_id, subject_id
         with self.db.write() as conn:
-            held = _chain_row(conn, t, s, chain.chain_id)
-            failed: set[Conflict] = set()
-            if held is None or not held.live or held.current_version != chain.current_version:
-                failed.add(Conflict.VERSION)
-            current = self._row(conn, t, s, chain.current_memory_id)
-            if current is None:
-                failed.add(Conflict.ABSENT)
-            if release_pointer and chain.fact:
-                holder = conn.execute(
-                    "SELECT chain_id FROM memory_pointers WHERE tenant_id = ? AND subject_id = ? "
-                    "AND fact = ?",
-                    (t, s, chain.fact),
-                ).fetchone()
-                if holder is None or holder["chain_id"] != chain.chain_id:
-                    failed.add(Conflict.POINTER)
-            if job is not None and _job_exists(conn, job):
-                failed.add(Conflict.EXISTS)
+            failed, current = self._failed_tombstone_conditions(
+                conn, t, s, chain, release_pointer=release_pointer, job=job
+            )
             if failed:
                 raise ConditionFailed(*failed)
             assert current is not None
@@ -598,6 +547,39 @@ class SqliteMemoryStore:
             if audit is not None:
                 assert audit_expires_at is not None
                 _audit(conn, audit, audit_expires_at)
+
+    def _failed_tombstone_conditions(
+        self,
+        conn: sqlite3.Connection,
+        t: str,
+        s: str,
+        chain: Chain,
+        *,
+        release_pointer: bool,
+        job: DeletionJob | None,
+    ) -> tuple[set[Conflict], sqlite3.Row | None]:
+        """The conditions of a tombstone that do not hold, checked inside its transaction,
+        with the current version's row it read: the chain still live at the version that
+        was read, its current version present, the fact's pointer still its own (when
+        released) and the deletion job new."""
+        held = _chain_row(conn, t, s, chain.chain_id)
+        failed: set[Conflict] = set()
+        if held is None or not held.live or held.current_version != chain.current_version:
+            failed.add(Conflict.VERSION)
+        current = self._row(conn, t, s, chain.current_memory_id)
+        if current is None:
+            failed.add(Conflict.ABSENT)
+        if release_pointer and chain.fact:
+            holder = conn.execute(
+                "SELECT chain_id FROM memory_pointers WHERE tenant_id = ? AND subject_id = ? "
+                "AND fact = ?",
+                (t, s, chain.fact),
+            ).fetchone()
+            if holder is None or holder["chain_id"] != chain.chain_id:
+                failed.add(Conflict.POINTER)
+        if job is not None and _job_exists(conn, job):
+            failed.add(Conflict.EXISTS)
+        return failed, current
 
     def retire_subject_epoch(
         self,
@@ -887,6 +869,54 @@ def _chain_row(
         (tenant_id, subject_id, chain_id),
     ).fetchone()
     return _chain(row) if row else None
+
+
+def _write_chain_head(
+    conn: sqlite3.Connection, new: NewVersion, chain: Chain | None, ttl: int
+) -> None:
+    """Create the head of a new chain whose first version is ``new.memory``, or move the
+    existing ``chain``'s head on to it (adding its artifact, if any), in the caller's
+    transaction."""
+    m = new.memory
+    t, s = m.tenant_id, m.subject_id
+    if chain is None:
+        conn.execute(
+            "INSERT INTO memory_chains VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (
+                t,
+                s,
+                m.chain_id,
+                LIVE,
+                m.memory_id,
+                m.version,
+                dumps([m.memory_id]),
+                new.fact,
+                m.subject_epoch,
+                None,
+                dumps([m.artifact_id] if m.artifact_id else []),
+                iso(m.created_at),
+                iso(m.updated_at),
+                ttl,
+            ),
+        )
+    else:
+        artifacts = set(chain.artifact_ids) | ({m.artifact_id} if m.artifact_id else set())
+        conn.execute(
+            "UPDATE memory_chains SET current_memory_id = ?, current_version = ?, "
+            "versions = ?, updated_at = ?, ttl = ?, artifact_ids = ? "
+            "WHERE tenant_id = ? AND subject_id = ? AND chain_id = ?",
+            (
+                m.memory_id,
+                m.version,
+                dumps([*chain.versions, m.memory_id]),
+                iso(m.updated_at),
+                ttl,
+                dumps(sorted(artifacts)),
+                t,
+                s,
+                m.chain_id,
+            ),
+        )
 
 
 def _many(

@@ -174,6 +174,61 @@ def _read_head(conn: sqlite3.Connection, key: tuple[str, str, str]) -> SessionHe
     return _head(row) if row else None
 
 
+def _insert_message(
+    conn: sqlite3.Connection, key: tuple[str, str, str], new: NewMessage, ttl: int
+) -> None:
+    """Write an append's message and its receipt, in the caller's transaction."""
+    conn.execute(
+        "INSERT INTO session_messages (tenant_id, subject_id, session_id, seq, role, "
+        "content, request_id, created_at, ttl, sensitivity) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            *key,
+            new.seq,
+            new.role.value,
+            new.content,
+            new.request_id,
+            iso(new.at),
+            ttl,
+            new.sensitivity.value,
+        ),
+    )
+    conn.execute(
+        "INSERT INTO session_receipts (tenant_id, subject_id, session_id, request_id, "
+        "seq, role, content, ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+        (*key, new.request_id, new.seq, new.role.value, new.content, ttl),
+    )
+
+
+def _write_head(
+    conn: sqlite3.Connection, key: tuple[str, str, str], new: NewMessage, ttl: int
+) -> None:
+    """Create the session's head with its first message, or move it on to ``new``'s
+    sequence number, activity time and idle clock, in the caller's transaction."""
+    if new.seq == 1:
+        conn.execute(
+            "INSERT INTO session_heads (tenant_id, subject_id, session_id, created_at, "
+            "last_activity_at, idle_expires_at, expires_at, last_seq, ttl, "
+            "subject_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
+            (
+                *key,
+                iso(new.at),
+                iso(new.at),
+                iso(new.idle_expires_at),
+                iso(new.expires_at),
+                ttl,
+                new.subject_epoch,
+            ),
+        )
+    else:
+        conn.execute(
+            "UPDATE session_heads SET last_seq = ?, last_activity_at = ?, "
+            "idle_expires_at = ? "
+            "WHERE tenant_id = ? AND subject_id = ? AND session_id = ? AND last_seq = ?",
+            (new.seq, iso(new.at), iso(new.idle_expires_at), *key, new.seq - 1),
+        )
+
+
 class SqliteSessionStore:
     def __init__(self, db: Database) -> None:
         self.db = db
@@ -277,48 +332,8 @@ class SqliteSessionStore:
                 causes.append(Conflict.EPOCH)
             if causes:
                 raise ConditionFailed(*causes)
-            conn.execute(
-                "INSERT INTO session_messages (tenant_id, subject_id, session_id, seq, role, "
-                "content, request_id, created_at, ttl, sensitivity) "
-                "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                (
-                    *key,
-                    new.seq,
-                    new.role.value,
-                    new.content,
-                    new.request_id,
-                    iso(new.at),
-                    ttl,
-                    new.sensitivity.value,
-                ),
-            )
-            conn.execute(
-                "INSERT INTO session_receipts (tenant_id, subject_id, session_id, request_id, "
-                "seq, role, content, ttl) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-                (*key, new.request_id, new.seq, new.role.value, new.content, ttl),
-            )
-            if new.seq == 1:
-                conn.execute(
-                    "INSERT INTO session_heads (tenant_id, subject_id, session_id, created_at, "
-                    "last_activity_at, idle_expires_at, expires_at, last_seq, ttl, "
-                    "subject_epoch) VALUES (?, ?, ?, ?, ?, ?, ?, 1, ?, ?)",
-                    (
-                        *key,
-                        iso(new.at),
-                        iso(new.at),
-                        iso(new.idle_expires_at),
-                        iso(new.expires_at),
-                        ttl,
-                        new.subject_epoch,
-                    ),
-                )
-            else:
-                conn.execute(
-                    "UPDATE session_heads SET last_seq = ?, last_activity_at = ?, "
-                    "idle_expires_at = ? "
-                    "WHERE tenant_id = ? AND subject_id = ? AND session_id = ? AND last_seq = ?",
-                    (new.seq, iso(new.at), iso(new.idle_expires_at), *key, new.seq - 1),
-                )
+            _insert_message(conn, key, new, ttl)
+            _write_head(conn, key, new, ttl)
 
     def put_summary(
         self,
