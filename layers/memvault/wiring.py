@@ -122,19 +122,7 @@ def build_services(
     artifacts = ArtifactService(stores.artifacts, stores.objects, repo, settings, clock, ids)
     embedder = embedder or embedder_from_settings(settings)
     search = search or search_index(settings, embedder)
-    runner = PurgeRunner(
-        repo,
-        clock,
-        default_steps(
-            repo,
-            clock,
-            artifacts,
-            search,
-            sessions=stores.sessions,
-            runs=stores.runs,
-            traces=stores.traces,
-        ),
-    )
+    runner = _purge_runner(stores, clock, artifacts, search)
     memory = MemoryService(
         repo,
         settings,
@@ -146,16 +134,7 @@ def build_services(
     )
     sessions = SessionService(stores.sessions, settings, clock, repo)
     runs = RunService(stores.runs, settings, clock, repo, artifacts=stores.artifacts)
-    recall = RecallService(
-        repo,
-        search,
-        embedder,
-        settings,
-        clock,
-        traces=stores.traces,
-        ids=ids,
-        reranker=reranker_from_settings(settings),
-    )
+    recall = _recall_service(stores, search, embedder, settings, clock, ids)
     context = ContextAssembler(
         memory,
         sessions,
@@ -174,6 +153,47 @@ def build_services(
         purge=runner,
         stores=stores,
         traces=TraceService(repo, memory, stores.traces, settings, clock, ids),
+    )
+
+
+def _purge_runner(
+    stores: Stores, clock: Clock, artifacts: ArtifactService, search: SearchIndex | None
+) -> PurgeRunner:
+    """The runner of a deletion's steps over every copy the stores and the index hold."""
+    repo = stores.memory
+    return PurgeRunner(
+        repo,
+        clock,
+        default_steps(
+            repo,
+            clock,
+            artifacts,
+            search,
+            sessions=stores.sessions,
+            runs=stores.runs,
+            traces=stores.traces,
+        ),
+    )
+
+
+def _recall_service(
+    stores: Stores,
+    search: SearchIndex | None,
+    embedder: Embedder,
+    settings: Settings,
+    clock: Clock,
+    ids: IdSource,
+) -> RecallService:
+    """Recall over the index (with the configured reranker, if any), traced."""
+    return RecallService(
+        stores.memory,
+        search,
+        embedder,
+        settings,
+        clock,
+        traces=stores.traces,
+        ids=ids,
+        reranker=reranker_from_settings(settings),
     )
 
 

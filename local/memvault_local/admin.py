@@ -184,57 +184,21 @@ def reindex_local(
     store (with the stack stopped: it holds the store and its index while it runs);
     compared with the index in use on an evaluation set; ``--switch`` makes it the one
     ``memvault run`` uses from its next start, and the old index stays for a roll-back."""
-    from memvault.wiring import build_services
     from memvault_local.devkeys import data_home
-    from memvault_local.local_index import (
-        DEFAULT_MODEL,
-        build,
-        index_path,
-        record_model,
-        recorded_model,
-        remove_index,
-    )
-    from memvault_local.stack import AlreadyRunning, _local_defaults, _single_instance
+    from memvault_local.local_index import DEFAULT_MODEL, record_model, recorded_model
+    from memvault_local.stack import AlreadyRunning, _single_instance
 
     if tenant_id is not None:
         raise AdminError("the local index holds every tenant: run reindex without --tenant")
     home = data_home()
-    settings = Settings(**_local_defaults(home, "http://127.0.0.1"))
-    if settings.search_backend != "embedded":
-        raise AdminError("set MEMVAULT_SEARCH_ENDPOINT's tables too, or unset it for local mode")
-    if not (Path(settings.data_dir or "") / "memvault.db").exists():
-        raise AdminError(f"no embedded store under {settings.data_dir}: nothing to index")
+    settings = _local_store_settings(home)
     index_dir = Path(settings.index_dir or "")
     current = recorded_model(index_dir) or DEFAULT_MODEL
     new_settings = settings.model_copy(update={"embedding_model": model})
     try:
         with _single_instance(home):
-            embedder = embedder_from_settings(new_settings)
-            remove_index(index_path(new_settings, embedder))
-            services = build_services(new_settings)
-            try:
-                store = services.stores.memory
-                index = services.recall.index
-                assert index is not None
-                report = build(index, embedder, store, out, label=f"indexing into {index.name}")
-                out.write(
-                    f"{report.scanned} items scanned, {report.written} documents written, "
-                    f"{report.failed} failed\n"
-                )
-                if report.failed:
-                    out.write(f"some documents failed: still on {current}; run reindex again\n")
-                    return 1
-                if eval_path:
-                    evalset = EvalSet.read(eval_path)
-                    compared = [(current, settings)] if current != model else []
-                    for name, chosen in [*compared, (model, new_settings)]:
-                        old_embedder = embedder_from_settings(chosen)
-                        target = search_index(chosen, old_embedder)
-                        service = RecallService(store, target, old_embedder, chosen, SystemClock())
-                        score = _eval_recall(service, evalset, store)
-                        out.write(f"{name}: recall@10 {score}\n")
-            finally:
-                services.stores.database.close()
+            if not _rebuild_local_index(settings, new_settings, model, current, eval_path, out):
+                return 1
     except AlreadyRunning as running:
         raise AdminError(
             f"the local stack is running ({running}): stop it, then run reindex "
@@ -249,6 +213,68 @@ def reindex_local(
     else:
         out.write(f"memvault run still uses {current}; add --switch to use {model}\n")
     return 0
+
+
+def _local_store_settings(home: Path) -> Settings:
+    """The local stack's settings; refused unless they name its embedded index and its
+    embedded store holds a database to index."""
+    from memvault_local.stack import _local_defaults
+
+    settings = Settings(**_local_defaults(home, "http://127.0.0.1"))
+    if settings.search_backend != "embedded":
+        raise AdminError("set MEMVAULT_SEARCH_ENDPOINT's tables too, or unset it for local mode")
+    if not (Path(settings.data_dir or "") / "memvault.db").exists():
+        raise AdminError(f"no embedded store under {settings.data_dir}: nothing to index")
+    return settings
+
+
+def _rebuild_local_index(
+    settings: Settings,
+    new_settings: Settings,
+    model: str,
+    current: str,
+    eval_path: str | None,
+    out: TextIO,
+) -> bool:
+    """``model``'s index built afresh from the embedded store and, given an evaluation
+    set, compared with ``current``'s; False when some documents failed."""
+    from memvault.wiring import build_services
+    from memvault_local.local_index import build, index_path, remove_index
+
+    embedder = embedder_from_settings(new_settings)
+    remove_index(index_path(new_settings, embedder))
+    services = build_services(new_settings)
+    try:
+        store = services.stores.memory
+        index = services.recall.index
+        assert index is not None
+        report = build(index, embedder, store, out, label=f"indexing into {index.name}")
+        out.write(
+            f"{report.scanned} items scanned, {report.written} documents written, "
+            f"{report.failed} failed\n"
+        )
+        if report.failed:
+            out.write(f"some documents failed: still on {current}; run reindex again\n")
+            return False
+        if eval_path:
+            compared = [(current, settings)] if current != model else []
+            _compare_local_recall(eval_path, store, [*compared, (model, new_settings)], out)
+    finally:
+        services.stores.database.close()
+    return True
+
+
+def _compare_local_recall(
+    eval_path: str, store: MemoryStore, candidates: list[tuple[str, Settings]], out: TextIO
+) -> None:
+    """recall@10 on the evaluation set through each model's own index and embedder."""
+    evalset = EvalSet.read(eval_path)
+    for name, chosen in candidates:
+        old_embedder = embedder_from_settings(chosen)
+        target = search_index(chosen, old_embedder)
+        service = RecallService(store, target, old_embedder, chosen, SystemClock())
+        score = _eval_recall(service, evalset, store)
+        out.write(f"{name}: recall@10 {score}\n")
 
 
 def run_reindex(args: Any) -> int:

@@ -463,27 +463,38 @@ def _mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) 
 
 def _api_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """Commands that call the HTTP API (a running stack or a deployment)."""
+    _write_command(commands)
+    _memory_commands(commands)
+    _trace_commands(commands)
+    _subject_commands(commands)
 
-    def api_command(
-        name: str, help_text: str, func: Command, *positionals: str
-    ) -> argparse.ArgumentParser:
-        sub = commands.add_parser(name, help=help_text)
-        for positional in positionals:
-            sub.add_argument(positional)
-        sub.add_argument(
-            "--endpoint", default=os.environ.get("MEMVAULT_ENDPOINT", DEFAULT_ENDPOINT)
-        )
-        sub.add_argument(
-            "--token",
-            help="bearer token (default: $MEMVAULT_TOKEN; against the "
-            "local stack a dev token is minted)",
-        )
-        sub.add_argument("--tenant", default="local", help="tenant of a minted dev token")
-        sub.add_argument("--json", action="store_true", help="print the raw JSON answer")
-        sub.set_defaults(func=func)
-        return sub
 
-    write = api_command("write", "write a memory", cmd_write, "subject", "content")
+def _api_command(
+    commands: argparse._SubParsersAction[argparse.ArgumentParser],
+    name: str,
+    help_text: str,
+    func: Command,
+    *positionals: str,
+) -> argparse.ArgumentParser:
+    """One command that calls the API: its positionals, then where and as whom to call."""
+    sub = commands.add_parser(name, help=help_text)
+    for positional in positionals:
+        sub.add_argument(positional)
+    sub.add_argument("--endpoint", default=os.environ.get("MEMVAULT_ENDPOINT", DEFAULT_ENDPOINT))
+    sub.add_argument(
+        "--token",
+        help="bearer token (default: $MEMVAULT_TOKEN; against the "
+        "local stack a dev token is minted)",
+    )
+    sub.add_argument("--tenant", default="local", help="tenant of a minted dev token")
+    sub.add_argument("--json", action="store_true", help="print the raw JSON answer")
+    sub.set_defaults(func=func)
+    return sub
+
+
+def _write_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """memvault write: a memory with its kind, key, tags, scope, provenance and consent."""
+    write = _api_command(commands, "write", "write a memory", cmd_write, "subject", "content")
     write.add_argument("--kind", default="semantic", choices=["episodic", "semantic", "procedural"])
     write.add_argument("--key", help="canonical key of the fact")
     write.add_argument("--tag", action="append", default=[])
@@ -497,24 +508,40 @@ def _api_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
     write.add_argument("--visibility", action="append", default=[], metavar="AGENT_ROLE")
     write.add_argument("--request-id", help="idempotency key (default: a new one)")
 
-    api_command("get", "the current version of a memory", cmd_get, "subject", "memory_id")
-    lst = api_command("list", "list a subject's current memories", cmd_list, "subject")
+
+def _memory_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """memvault get, list, history and delete: a subject's memories."""
+    _api_command(
+        commands, "get", "the current version of a memory", cmd_get, "subject", "memory_id"
+    )
+    lst = _api_command(commands, "list", "list a subject's current memories", cmd_list, "subject")
     lst.add_argument("--kind")
     lst.add_argument("--key")
     lst.add_argument("--tag")
     lst.add_argument("--status", choices=["active", "candidate"])
     lst.add_argument("--limit", type=int)
     lst.add_argument("--next-token")
-    api_command("history", "every version of a memory", cmd_history, "subject", "memory_id")
-    api_command("delete", "delete a memory", cmd_delete, "subject", "memory_id")
-    trace = api_command(
-        "trace", "why a memory exists, its versions, uses and deletion", cmd_trace, "memory_id"
+    _api_command(
+        commands, "history", "every version of a memory", cmd_history, "subject", "memory_id"
+    )
+    _api_command(commands, "delete", "delete a memory", cmd_delete, "subject", "memory_id")
+
+
+def _trace_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """memvault trace and recall-trace: why a memory exists, what a recall did."""
+    trace = _api_command(
+        commands,
+        "trace",
+        "why a memory exists, its versions, uses and deletion",
+        cmd_trace,
+        "memory_id",
     )
     trace.add_argument(
         "--subject",
         help="the memory's subject (default: $MEMVAULT_SUBJECT, else the token's subject)",
     )
-    recall_trace = api_command(
+    recall_trace = _api_command(
+        commands,
         "recall-trace",
         "what a recall considered, dropped and returned",
         cmd_recall_trace,
@@ -524,9 +551,17 @@ def _api_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser])
         "--subject",
         help="the recall's subject (default: $MEMVAULT_SUBJECT, else the token's subject)",
     )
-    api_command("forget", "forget a subject: every memory of theirs", cmd_forget, "subject")
-    api_command("export", "everything held about a subject", cmd_export, "subject")
-    api_command("deletion-status", "is it gone, copy by copy", cmd_deletion_status, "deletion_id")
+
+
+def _subject_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
+    """memvault forget, export and deletion-status: a subject as a whole."""
+    _api_command(
+        commands, "forget", "forget a subject: every memory of theirs", cmd_forget, "subject"
+    )
+    _api_command(commands, "export", "everything held about a subject", cmd_export, "subject")
+    _api_command(
+        commands, "deletion-status", "is it gone, copy by copy", cmd_deletion_status, "deletion_id"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:

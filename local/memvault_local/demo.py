@@ -12,7 +12,7 @@ from typing import Any, TextIO
 from memvault.config import Settings
 from memvault.errors import MemvaultError
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import MemoryPatch, MemoryWrite, Sensitivity
+from memvault.models.memory import Memory, MemoryPatch, MemoryWrite, Sensitivity
 from memvault.services.memory import MemoryService
 from memvault.wiring import build_services
 
@@ -65,6 +65,16 @@ class Narrator:
 def run_demo(service: MemoryService, out: TextIO) -> None:
     say = Narrator(out)
     me = _agent()
+    first = _show_idempotent_writes(service, say, me)
+    second = _show_versioned_corrections(service, say, me, first)
+    _show_secrets_and_consent(service, say, me)
+    _show_candidates_and_tenancy(service, say, me, second)
+    _show_deletion_and_forgetting(service, say, me, second)
+
+
+def _show_idempotent_writes(service: MemoryService, say: Narrator, me: AccessContext) -> Memory:
+    """A fact written once; its retry answered with the same memory, its request id refused
+    for other content; the same key in another scope is another fact."""
     first = service.write(me, SUBJECT, _write()).memory
     say(
         "write a preference (user statement, with consent)",
@@ -92,6 +102,14 @@ def run_demo(service: MemoryService, out: TextIO) -> None:
             ).memory
         ),
     )
+    return first
+
+
+def _show_versioned_corrections(
+    service: MemoryService, say: Narrator, me: AccessContext, first: Memory
+) -> Memory:
+    """A correction at the version read, one from a stale version refused, and the fact's
+    history; answers the corrected version."""
     second = service.correct(
         me,
         SUBJECT,
@@ -116,6 +134,12 @@ def run_demo(service: MemoryService, out: TextIO) -> None:
             f"v{m.version} {m.status.value}" for m in service.history(me, SUBJECT, second.memory_id)
         ),
     )
+    return second
+
+
+def _show_secrets_and_consent(service: MemoryService, say: Narrator, me: AccessContext) -> None:
+    """A credential refused; personal data refused without consent, classified with it, and
+    hidden from an agent not cleared for it."""
     say(
         "store a cloud access key",
         lambda: str(
@@ -157,6 +181,12 @@ def run_demo(service: MemoryService, out: TextIO) -> None:
         "an agent cleared only up to 'internal' lists memories",
         lambda: f"{len(service.list_memories(me, SUBJECT).items)} visible (the pii one is not)",
     )
+
+
+def _show_candidates_and_tenancy(
+    service: MemoryService, say: Narrator, me: AccessContext, fact: Memory
+) -> None:
+    """A model's inference starts as a candidate; another tenant cannot read the fact."""
     inferred = service.write(
         me,
         SUBJECT,
@@ -170,9 +200,15 @@ def run_demo(service: MemoryService, out: TextIO) -> None:
     say("a model-inferred memory", lambda: f"starts as {inferred.status.value}")
     say(
         "someone in another tenant asks for the first fact",
-        lambda: str(service.get(_agent(tenant_id="other-tenant"), SUBJECT, second.memory_id)),
+        lambda: str(service.get(_agent(tenant_id="other-tenant"), SUBJECT, fact.memory_id)),
     )
-    job = service.delete(me, SUBJECT, second.memory_id)
+
+
+def _show_deletion_and_forgetting(
+    service: MemoryService, say: Narrator, me: AccessContext, fact: Memory
+) -> None:
+    """The fact deleted copy by copy and gone for reads; then the whole subject forgotten."""
+    job = service.delete(me, SUBJECT, fact.memory_id)
     say(
         "delete the corrected fact",
         lambda: (
@@ -180,7 +216,7 @@ def run_demo(service: MemoryService, out: TextIO) -> None:
             + ", ".join(f"{c.name}={c.status.value}" for c in job.copies)
         ),
     )
-    say("read it again", lambda: str(service.get(me, SUBJECT, second.memory_id)))
+    say("read it again", lambda: str(service.get(me, SUBJECT, fact.memory_id)))
     forget = service.forget(me, SUBJECT)
     say("forget the subject", lambda: f"{forget.deletion_id} {forget.status.value}")
     say(

@@ -162,57 +162,76 @@ def score(
     key_of = {v: k for k, v in loaded.ids.items()}
     report: dict[str, Any] = {}
     for mode in modes:
-        hits: dict[str, dict[int, list[float]]] = {}
-        traps: list[str] = []
-        trap_keys: dict[str, list[str]] = {}
-        empty_ok = 0
-        empty_total = 0
-        latencies: list[float] = []
+        tally = _ModeTally()
         for q in evalset.queries:
-            client = client_for(
-                q["tenant_id"], q["subject_id"], q.get("agent_role"), q.get("max_sensitivity")
-            )
-            body: dict[str, Any] = {"query": q["text"], "limit": limit, "mode": mode}
-            if q.get("scope"):
-                body["scope"] = q["scope"]
-            answer = client.call("POST", f"/v1/subjects/{q['subject_id']}/recall", body=body)
-            if answer.status != 200:
-                raise RuntimeError(f"{q['qid']}: recall answered {answer.status} {answer.body}")
+            answer = _ask_recall(client_for, q, mode, limit)
             took = server_ms(answer.headers)
             if took is not None:
-                latencies.append(took)
+                tally.latencies.append(took)
             got = [key_of.get(i["memory"]["memory_id"], "?") for i in answer.body["items"]]
-            trapped = sorted(set(got[:10]) & set(q["must_not_return"]))
-            if trapped:
-                traps.append(q["qid"])
-                trap_keys[q["qid"]] = trapped
-            if q["expect_empty"]:
-                empty_total += 1
-                empty_ok += not got
-                continue
-            relevant = set(q["relevant"])
-            lang = language(q["text"])
-            first = next((rank for rank, key in enumerate(got, 1) if key in relevant), None)
-            for k in (1, 5, 10, 0):  # 0: the reciprocal rank of the first relevant item
-                share = (
-                    len(relevant & set(got[:k])) / len(relevant) if k else 1 / (first or math.inf)
-                )
-                hits.setdefault(lang, {}).setdefault(k, []).append(share)
-                hits.setdefault("all", {}).setdefault(k, []).append(share)
-        report[mode] = {
+            tally.add(q, got)
+        report[mode] = tally.report()
+    return report
+
+
+def _ask_recall(client_for: ClientFor, q: dict[str, Any], mode: str, limit: int) -> Any:
+    """The answer to one query of the set in ``mode``, as its asker; it must be a 200."""
+    client = client_for(
+        q["tenant_id"], q["subject_id"], q.get("agent_role"), q.get("max_sensitivity")
+    )
+    body: dict[str, Any] = {"query": q["text"], "limit": limit, "mode": mode}
+    if q.get("scope"):
+        body["scope"] = q["scope"]
+    answer = client.call("POST", f"/v1/subjects/{q['subject_id']}/recall", body=body)
+    if answer.status != 200:
+        raise RuntimeError(f"{q['qid']}: recall answered {answer.status} {answer.body}")
+    return answer
+
+
+@dataclass
+class _ModeTally:
+    """What one recall mode's answers add up to, query by query."""
+
+    #: Language (and "all") -> k (0: the reciprocal rank) -> one share per query.
+    hits: dict[str, dict[int, list[float]]] = field(default_factory=dict)
+    traps: list[str] = field(default_factory=list)
+    trap_keys: dict[str, list[str]] = field(default_factory=dict)
+    empty_ok: int = 0
+    empty_total: int = 0
+    latencies: list[float] = field(default_factory=list)
+
+    def add(self, q: dict[str, Any], got: list[str]) -> None:
+        """Count the eval keys ``got`` back for query ``q``, best first."""
+        trapped = sorted(set(got[:10]) & set(q["must_not_return"]))
+        if trapped:
+            self.traps.append(q["qid"])
+            self.trap_keys[q["qid"]] = trapped
+        if q["expect_empty"]:
+            self.empty_total += 1
+            self.empty_ok += not got
+            return
+        relevant = set(q["relevant"])
+        lang = language(q["text"])
+        first = next((rank for rank, key in enumerate(got, 1) if key in relevant), None)
+        for k in (1, 5, 10, 0):  # 0: the reciprocal rank of the first relevant item
+            share = len(relevant & set(got[:k])) / len(relevant) if k else 1 / (first or math.inf)
+            self.hits.setdefault(lang, {}).setdefault(k, []).append(share)
+            self.hits.setdefault("all", {}).setdefault(k, []).append(share)
+
+    def report(self) -> dict[str, Any]:
+        return {
             "recall": {
                 lang: {
                     ("mrr" if k == 0 else f"@{k}"): round(statistics.fmean(v), 4)
                     for k, v in by_k.items()
                 }
                 | {"queries": len(by_k[5])}
-                for lang, by_k in sorted(hits.items())
+                for lang, by_k in sorted(self.hits.items())
             },
-            "queries_with_trap_in_top10": len(traps),
-            "trap_qids": traps,
-            "trap_keys": trap_keys,
-            "expect_empty_answered_empty": f"{empty_ok}/{empty_total}",
-            "server_ms_p50": round(percentile(latencies, 50), 2),
-            "server_ms_p95": round(percentile(latencies, 95), 2),
+            "queries_with_trap_in_top10": len(self.traps),
+            "trap_qids": self.traps,
+            "trap_keys": self.trap_keys,
+            "expect_empty_answered_empty": f"{self.empty_ok}/{self.empty_total}",
+            "server_ms_p50": round(percentile(self.latencies, 50), 2),
+            "server_ms_p95": round(percentile(self.latencies, 95), 2),
         }
-    return report

@@ -290,24 +290,16 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
     logging.getLogger("memvault").setLevel(os.environ.get("MEMVAULT_LOG_LEVEL", "WARNING"))
     url = f"http://{options.host}:{options.port}"
-    if os.environ.get("MEMVAULT_BACKEND") == "aws" or os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT"):
-        local = _on_dynamodb(home, out)
-    else:
-        local = _on_embedded_store(home, url, out)
+    local = _start_backend(home, url, out)
     if local is None:
         return 1
     key = DevKey.load_or_create(home)
     make_resolver_thread_safe()
-    app: Any = ApiGatewayAdapter(key.verifier(), lambda_handler)
+    api_app: Any = ApiGatewayAdapter(key.verifier(), lambda_handler)
     # The console's dev sign-in needs a key printed below: only whoever sees this banner
     # can mint from the page; and only when the stack listens on loopback.
     sign_in_key = secrets.token_urlsafe(24) if _is_loopback(options.host) else None
-    mounts: dict[str, Any] = {"/console": ConsoleApp(key, sign_in_key)}
-    if local.objects is not None:
-        mounts["/_objects"] = ObjectsApp(local.objects, local.uploads)
-    # Every body bounded while it is read and drained in small pieces, chunked or not,
-    # and no error page other than the API's envelope (``bodies``).
-    app = GuardedServer(DispatcherMiddleware(app, mounts))
+    app = _guarded_app(api_app, key, sign_in_key, local)
     # Threads: requests are served concurrently; the store's transactions keep them apart.
     api = make_server(options.host, options.port, app, threaded=True, request_handler=_QuietHandler)
     (home / "run.json").write_text(json.dumps({"pid": os.getpid(), "url": url}))
@@ -316,53 +308,91 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     shown = _credentials_shown(out)
     if sign_in_key is not None and not shown:
         _write_private(home / "console-sign-in-key", sign_in_key)
-    if shown:
-        token = key.mint(tenant=LOCAL_TENANT, subject=LOCAL_SUBJECT)
-        try_it = (
-            f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', "
-            f"valid 1 hour:\n\n{curl_example(url, token)}\n\n"
-        )
-    else:
-        try_it = (
-            "Try it: no token is printed here, as this output is not a terminal (set "
-            "MEMVAULT_SHOW_CREDENTIALS=1 to print one); mint one with the command below.\n\n"
-        )
-
-    def _stop(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-
-    signal.signal(signal.SIGTERM, _stop)
-    # Started in the background by a script, SIGINT may arrive ignored; Ctrl-C must stop us.
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    try_it = _try_it(key, url, shown)
+    _stop_on_signals()
     # Handlers first, then the banner: whoever reads it may stop us at once.
     try:
-        out.write(
-            f"memvault {__version__}: local stack\n"
-            f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
-            f"  store                    {local.backend}\n"
-            f"  recall                   {_search_line(local.settings)}\n"
-            f"  dev signing key          {key.path}\n"
-            f"  console                  {_console_line(url, sign_in_key, shown, home)}\n\n"
-            f"{try_it}"
-            f"More tokens: memvault dev-token --tenant {LOCAL_TENANT} --subject {LOCAL_SUBJECT}\n"
-            "Ctrl-C stops everything.\n"
-        )
+        console = _console_line(url, sign_in_key, shown, home)
+        out.write(_banner(url, local, key, console, try_it))
         out.flush()
         api.serve_forever()
     except KeyboardInterrupt:
         pass
     finally:
-        # A second Ctrl-C must not interrupt the clean-up.
-        signal.signal(signal.SIGINT, signal.SIG_IGN)
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        api.server_close()
-        local.close()
-        deps.use(None)
-        (home / "run.json").unlink(missing_ok=True)
-        (home / "console-sign-in-key").unlink(missing_ok=True)
+        _shut_down(api, local, home)
     out.write("memvault stopped.\n")
     out.flush()
     return 0
+
+
+def _start_backend(home: Path, url: str, out: TextIO) -> _Local | None:
+    """DynamoDB when the environment names one (``MEMVAULT_BACKEND=aws`` or
+    ``MEMVAULT_DYNAMODB_ENDPOINT``), else the embedded store; None if it did not start."""
+    if os.environ.get("MEMVAULT_BACKEND") == "aws" or os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT"):
+        return _on_dynamodb(home, out)
+    return _on_embedded_store(home, url, out)
+
+
+def _guarded_app(api_app: Any, key: DevKey, sign_in_key: str | None, local: _Local) -> Any:
+    """The API with the console (and the local object server, if any) mounted beside it."""
+    mounts: dict[str, Any] = {"/console": ConsoleApp(key, sign_in_key)}
+    if local.objects is not None:
+        mounts["/_objects"] = ObjectsApp(local.objects, local.uploads)
+    # Every body bounded while it is read and drained in small pieces, chunked or not,
+    # and no error page other than the API's envelope (``bodies``).
+    return GuardedServer(DispatcherMiddleware(api_app, mounts))
+
+
+def _try_it(key: DevKey, url: str, shown: bool) -> str:
+    """The banner's example: a curl command with a fresh token when credentials may be
+    shown, else how to get a token."""
+    if shown:
+        token = key.mint(tenant=LOCAL_TENANT, subject=LOCAL_SUBJECT)
+        return (
+            f"Try it: a token for tenant '{LOCAL_TENANT}', subject '{LOCAL_SUBJECT}', "
+            f"valid 1 hour:\n\n{curl_example(url, token)}\n\n"
+        )
+    return (
+        "Try it: no token is printed here, as this output is not a terminal (set "
+        "MEMVAULT_SHOW_CREDENTIALS=1 to print one); mint one with the command below.\n\n"
+    )
+
+
+def _raise_interrupt(signum: int, frame: Any) -> None:
+    raise KeyboardInterrupt
+
+
+def _stop_on_signals() -> None:
+    """SIGTERM and SIGINT both stop the server as Ctrl-C does."""
+    signal.signal(signal.SIGTERM, _raise_interrupt)
+    # Started in the background by a script, SIGINT may arrive ignored; Ctrl-C must stop us.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def _banner(url: str, local: _Local, key: DevKey, console: str, try_it: str) -> str:
+    return (
+        f"memvault {__version__}: local stack\n"
+        f"  API (plays API Gateway)  {url}   (OpenAPI: {url}/v1/openapi.json)\n"
+        f"  store                    {local.backend}\n"
+        f"  recall                   {_search_line(local.settings)}\n"
+        f"  dev signing key          {key.path}\n"
+        f"  console                  {console}\n\n"
+        f"{try_it}"
+        f"More tokens: memvault dev-token --tenant {LOCAL_TENANT} --subject {LOCAL_SUBJECT}\n"
+        "Ctrl-C stops everything.\n"
+    )
+
+
+def _shut_down(api: Any, local: _Local, home: Path) -> None:
+    """Close the server and what the run started, and remove the run's files."""
+    # A second Ctrl-C must not interrupt the clean-up.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)
+    api.server_close()
+    local.close()
+    deps.use(None)
+    (home / "run.json").unlink(missing_ok=True)
+    (home / "console-sign-in-key").unlink(missing_ok=True)
 
 
 def _is_loopback(host: str) -> bool:

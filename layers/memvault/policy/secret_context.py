@@ -793,20 +793,9 @@ def context_secrets(text: str) -> Iterator[str]:
     """The secret types found in a normalised text by its context."""
     if len(text) > MAX_CONTEXT_CHARS:
         return
-    if _BYTE_ARRAY.search(text):
-        for m in _BYTE_ARRAY.finditer(text):
-            numbers = [int(n) for n in re.findall(r"\d+", m.group())]
-            if all(n <= 255 for n in numbers) and len(set(numbers)) >= 32:
-                yield "Solana Private Key"
-                return
-    if _seed_phrase(text) and _words_distinct(text):
-        yield "Seed Phrase"
-        return
-    if any(word in text for word in _REVEAL_WORDS) and _revealed(text):
-        yield "Secret In Tool Output"
-        return
-    if _ENCODED_SAID.search(text) and _encoded_password(text):
-        yield "Secret In Context"
+    found = _text_wide_secret(text)
+    if found is not None:
+        yield found
         return
     backwards = bool(_BACKWARDS.search(text.lower()))
     lines = text.split("\n")
@@ -814,23 +803,9 @@ def context_secrets(text: str) -> Iterator[str]:
     for line in lines:
         if not line.strip():
             continue
-        if "=" in line and _query_secret(line):
-            yield "Secret In URL"
-            return
-        if _basic_pair(line):
-            yield "Basic Auth Credentials"
-            return
-        hex_key = _HEX_KEY.search(line)
-        if (
-            hex_key
-            and _WALLET.search(line)
-            and not _NOT_A_KEY.search(line)
-            and looks_random(hex_key.group(1), min_length=32)
-        ):
-            yield "Wallet Private Key"
-            return
-        if _base58_key(line):
-            yield "Wallet Private Key"
+        found = _shaped_secret(line)
+        if found is not None:
+            yield found
             return
         kinds = _names(line)
         if not kinds:
@@ -847,15 +822,59 @@ def context_secrets(text: str) -> Iterator[str]:
             if _judge(value, kinds):
                 yield "Secret In Context"
                 return
+    found = _pieced_or_made_secret(text, lines)
+    if found is not None:
+        yield found
+
+
+def _text_wide_secret(text: str) -> str | None:
+    """A secret the whole text shows before its lines are read: a private key written as a
+    byte array, a seed phrase, a secret a tool printed, a password it says it encoded."""
+    if _BYTE_ARRAY.search(text):
+        for m in _BYTE_ARRAY.finditer(text):
+            numbers = [int(n) for n in re.findall(r"\d+", m.group())]
+            if all(n <= 255 for n in numbers) and len(set(numbers)) >= 32:
+                return "Solana Private Key"
+    if _seed_phrase(text) and _words_distinct(text):
+        return "Seed Phrase"
+    if any(word in text for word in _REVEAL_WORDS) and _revealed(text):
+        return "Secret In Tool Output"
+    if _ENCODED_SAID.search(text) and _encoded_password(text):
+        return "Secret In Context"
+    return None
+
+
+def _shaped_secret(line: str) -> str | None:
+    """A secret a line shows by its shape whatever names it: a URL's secret parameter, a
+    basic-auth pair, a wallet's private key (in hex beside a wallet's name, or base58)."""
+    if "=" in line and _query_secret(line):
+        return "Secret In URL"
+    if _basic_pair(line):
+        return "Basic Auth Credentials"
+    hex_key = _HEX_KEY.search(line)
+    if (
+        hex_key
+        and _WALLET.search(line)
+        and not _NOT_A_KEY.search(line)
+        and looks_random(hex_key.group(1), min_length=32)
+    ):
+        return "Wallet Private Key"
+    if _base58_key(line):
+        return "Wallet Private Key"
+    return None
+
+
+def _pieced_or_made_secret(text: str, lines: list[str]) -> str | None:
+    """What the text shows once no line did: a value split in pieces across it, beside a
+    secret's name; or a password as people make them, perhaps spelled out."""
     joined = _pieces(text)
     if joined is not None:
         text_kinds = [k for line in lines for k in _names(line)]
         if text_kinds and _judge(joined, text_kinds):
-            yield "Secret In Context"
-            return
+            return "Secret In Context"
     if _made_passwords(text):
-        yield "Password In Context"
-        return
+        return "Password In Context"
     spelled = collapsed(text) if _SPELLED_OUT.search(text) else None
     if spelled is not None and _made_passwords(spelled):
-        yield "Password In Context"  # "T r 1 t o n - K e l p - 5 5", read off a note
+        return "Password In Context"  # "T r 1 t o n - K e l p - 5 5", read off a note
+    return None

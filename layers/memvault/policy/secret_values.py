@@ -716,23 +716,38 @@ def looks_secret(value: str, *, prose: bool, kind: Kind = Kind.PASSWORD) -> bool
     if kind is Kind.PIN and not any(c.isdigit() for c in value):
         return False  # "the PIN is acceptable": a code has digits
     if value.isdigit() and kind is not Kind.WEAK:
-        if kind is Kind.TOKEN:
-            return len(value) >= 10
-        if kind is Kind.PHRASE:
-            return False  # "seed: 1234567" seeds a random generator
-        return len(value) >= (4 if kind is Kind.PIN else 6)  # a PIN; a password of digits
+        return _digits_secret(value, kind)
     if _not_a_value(value):
         return False
     if kind in (Kind.TOKEN, Kind.WEAK) and value[-1] in "_-" and len(value) <= 16:
         return False  # "ghp_", "sk-proj-": a token's prefix, awaiting its body
     if kind is Kind.WEAK:
-        if _UUID.match(value.strip("/")) or _plain_segments(value) or _env_name(value):
-            return False  # an id; "user:42:profile:v3", a key made of names
-        return looks_random(value) or (value[:2] == "0x" and looks_random(value[2:]))
+        return _weak_secret(value)
     if " " in value:
         return kind in (Kind.PASSWORD, Kind.PHRASE) and _phrase(value)
     if kind is Kind.PHRASE:
         return looks_random(value)  # a seed as hex or base58; "42" is a random seed
+    return _one_word_secret(value, prose=prose, kind=kind)
+
+
+def _digits_secret(value: str, kind: Kind) -> bool:
+    """A value of digits only, after any name but a weak one."""
+    if kind is Kind.TOKEN:
+        return len(value) >= 10
+    if kind is Kind.PHRASE:
+        return False  # "seed: 1234567" seeds a random generator
+    return len(value) >= (4 if kind is Kind.PIN else 6)  # a PIN; a password of digits
+
+
+def _weak_secret(value: str) -> bool:
+    """A value after a name that may hold a secret ("key", "session"): a random one only."""
+    if _UUID.match(value.strip("/")) or _plain_segments(value) or _env_name(value):
+        return False  # an id; "user:42:profile:v3", a key made of names
+    return looks_random(value) or (value[:2] == "0x" and looks_random(value[2:]))
+
+
+def _one_word_secret(value: str, *, prose: bool, kind: Kind) -> bool:
+    """A value without spaces after a password's, a PIN's or a token's name."""
     if (value.isalpha() and value.isupper()) or _ENV_NAME.match(value):
         # "VAULT", "DB_PASSWORD": an acronym, a variable's name; unless random letters
         return kind is Kind.TOKEN and random_letters(value)
