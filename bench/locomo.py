@@ -28,7 +28,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from memvault.client import MemvaultClient
+from memvault_client import MemvaultClient
 from memvault_local.devkeys import DevKey
 from memvault_local.process import start_stack
 

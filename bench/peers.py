@@ -46,11 +46,8 @@ import numpy as np
 
 from memvault.clock import RandomIds, SystemClock
 from memvault.config import Settings
-from memvault.errors import MemvaultError
 from memvault.indexing.indexer import Indexer
 from memvault.models.access import AccessContext, Scope, Sensitivity
-from memvault.models.memory import MemoryWrite
-from memvault.models.recall import RecallRequest
 from memvault.services.bundle import Services
 from memvault.services.deletion import PurgeRunner, default_steps
 from memvault.services.memory import MemoryService
@@ -58,6 +55,9 @@ from memvault.services.recall import RecallService
 from memvault.storage.sqlite.db import OutboxFeed
 from memvault.wiring import _launcher, build_services, search_index
 from memvault_local.outbox_pump import OutboxPump
+from memvault_wire.errors import MemvaultError
+from memvault_wire.memory import MemoryWrite
+from memvault_wire.recall import RecallRequest
 
 ALL_SCOPES = frozenset(Scope)
 DIM = 384

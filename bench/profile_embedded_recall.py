@@ -25,9 +25,9 @@ sys.path.insert(0, str(Path(__file__).parent))
 import peer_compare as pc
 from peers import MemvaultSystem, NoPeer
 
-from memvault.models.recall import RecallRequest
 from memvault.observability import logger
 from memvault_local.evaluation import percentile
+from memvault_wire.recall import RecallRequest
 
 
 def main(n: int) -> None:

@@ -43,13 +43,13 @@ sys.path.insert(0, str(Path(__file__).parent))
 import peer_compare as pc
 from peers import CachedEmbedder, MemvaultSystem, NoPeer
 
-from memvault.models.recall import RecallRequest
 from memvault.observability import logger
 from memvault.search import opensearch as os_search
 from memvault.search.backend import Hit, SearchFilter, SearchResult
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.services.recall import RecallService
 from memvault_local.evaluation import percentile
+from memvault_wire.recall import RecallRequest
 
 
 class _OpenSearchOnly:

@@ -32,10 +32,10 @@ from peers import CachedEmbedder, MemvaultSystem, temp_home
 
 from memvault.clock import SystemClock
 from memvault.embeddings.minilm import MiniLmEmbedder
-from memvault.models.memory import MemoryWrite
-from memvault.models.recall import RecallRequest
 from memvault.services.recall import RecallService
 from memvault_local.evaluation import EvalSet
+from memvault_wire.memory import MemoryWrite
+from memvault_wire.recall import RecallRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_EVAL = ROOT.parent / "shared" / "eval" / "recall_eval.json"

@@ -764,9 +764,9 @@ def _write_body(request_id: str, **overrides: Any) -> dict[str, Any]:
 def _scenario(rec: Recorder, services: Any, pump: Any, index: Any, clock: _Clock) -> dict[str, Any]:
     from memvault.handlers.purge import handle
     from memvault.models.access import AccessContext, Scope
-    from memvault.models.memory import MemoryPatch, MemoryWrite
-    from memvault.models.recall import RecallRequest
     from memvault.services.purge_pipeline import BEGIN, FINISH, PURGE_PIPELINE, STEP
+    from memvault_wire.memory import MemoryPatch, MemoryWrite
+    from memvault_wire.recall import RecallRequest
 
     ops: dict[str, Any] = {}
     tenant = "acme"

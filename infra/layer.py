@@ -11,7 +11,8 @@ pyproject's dependencies change and the lock was not regenerated.
 What ships. pip installs the locked versions (``--no-deps --require-hashes``, binary
 wheels for the Lambda platform only) less what Lambda's runtime provides (``PROVIDED``)
 and what no function imports (``NEVER_IMPORTED``, each with its reason). The shared layer
-holds them and the ``memvault`` package; what only the ``api`` and ``direct`` functions
+holds them and the ``memvault`` and ``memvault_wire`` packages (``SHIPPED``; never the
+clients, packaged apart in clients/python/); what only the ``api`` and ``direct`` functions
 load (``FUNCTION_ONLY``: the cl100k token tables, libphonenumber) is bundled with those
 two functions' own code instead, so the other four never carry it. Parts of a shipped
 distribution nothing imports are removed (``PRUNED``: libphonenumber's geocoding tables).
@@ -58,6 +59,9 @@ from infra import settings
 
 ROOT = Path(__file__).resolve().parents[1]
 SOURCE = ROOT / "layers" / "memvault"
+#: The packages the layer holds as source, by import name: the server and the wire models
+#: it shares with its clients. The clients (clients/python/) are not among them.
+SHIPPED = {"memvault": SOURCE, "memvault_wire": ROOT / "wire" / "memvault_wire"}
 FUNCTIONS = ROOT / "functions"
 LOCK = ROOT / "infra" / "layer-requirements.lock"
 CACHE = ROOT / "build" / "layer"
@@ -89,10 +93,6 @@ NEVER_IMPORTED: dict[str, tuple[tuple[str, ...], str]] = {
     ),
     "grpcio": (("grpc",), "only opensearch-protobufs depends on it"),
     "protobuf": (("google",), "only opensearch-protobufs depends on it"),
-    "httpx": (("httpx",), "memvault.client (the Python SDK) only; no function imports it"),
-    "httpcore": (("httpcore",), "httpx's transport"),
-    "h11": (("h11",), "httpcore's HTTP/1.1"),
-    "anyio": (("anyio",), "httpx's and httpcore's async backend"),
     "pyyaml": (
         ("yaml", "_yaml"),
         "detect-secrets' YAML file transformer only; memvault scans strings, never files",
@@ -153,9 +153,10 @@ class Pin:
 
 
 def runtime_dependencies() -> list[str]:
-    """pyproject's runtime dependencies: what the lock is resolved from."""
+    """pyproject's runtime dependencies: what the lock is resolved from (memvault's own
+    packages ship as source, ``SHIPPED``, so they are not resolved)."""
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return list(project["dependencies"])
+    return [d for d in project["dependencies"] if not d.startswith("memvault-")]
 
 
 def uv_platform() -> str:
@@ -421,6 +422,23 @@ def _sources(folder: Path) -> list[tuple[str, Path]]:
     ]
 
 
+def _shipped_sources() -> list[tuple[str, Path]]:
+    return [
+        (f"{package}/{name}", path)
+        for package, folder in SHIPPED.items()
+        for name, path in _sources(folder)
+    ]
+
+
+def _place_shipped(platform: Platform, site: Path) -> None:
+    """Copy memvault's own packages into ``site`` and compile them."""
+    for package, folder in SHIPPED.items():
+        shutil.copytree(
+            folder, site / package, ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
+        )
+        _with_bytecode(platform, site / package, LAYER_MOUNT, root=site)
+
+
 def _bytecode_marker(platform: str = "lambda") -> str:
     if platform == "lambda":
         return "source-only" if bytecode_waived() else f"unchecked-hash/{PYC_MAGIC_314}"
@@ -436,7 +454,7 @@ def inputs_hash() -> str:
         _bytecode_marker(),
         [p.requirement() for p in layer_pins()],
         PRUNED,
-        files=_sources(SOURCE),
+        files=_shipped_sources(),
     )
 
 
@@ -577,8 +595,8 @@ def _with_bytecode(platform: Platform, tree: Path, mount: str, *, root: Path) ->
 
 
 def _layer_tree(platform: Platform, cached: Path, pins: Sequence[Pin]) -> Path:
-    """``cached/python``: the layer's packages (linked from their cache) and memvault,
-    compiled."""
+    """``cached/python``: the layer's packages (linked from their cache) and memvault's
+    own (``SHIPPED``), compiled."""
     packages = _packages(platform, pins, LAYER_MOUNT)
     with _exclusive(cached):
         if (cached / "python").exists():
@@ -586,10 +604,7 @@ def _layer_tree(platform: Platform, cached: Path, pins: Sequence[Pin]) -> Path:
         staging = _staging(cached)
         site = staging / "python"
         _place(packages, site)
-        shutil.copytree(
-            SOURCE, site / "memvault", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-        )
-        _with_bytecode(platform, site / "memvault", LAYER_MOUNT, root=site)
+        _place_shipped(platform, site)
         return _finish(staging, cached)
 
 
@@ -719,7 +734,7 @@ def build_host_twin(target_dir: Path = HOST_TWIN) -> HostTwin:
     twin_hash = _digest(
         RECIPE,
         [str(t) for t in trees.values()],
-        files=_sources(SOURCE) + [(f"functions/{k}", p) for k, p in _sources(FUNCTIONS)],
+        files=_shipped_sources() + [(f"functions/{k}", p) for k, p in _sources(FUNCTIONS)],
     )
     twin = HostTwin(target_dir, sys.executable, fallbacks)
     with _exclusive(target_dir):
@@ -729,10 +744,7 @@ def build_host_twin(target_dir: Path = HOST_TWIN) -> HostTwin:
             staging = _staging(target_dir)
             site = staging / "opt" / "python"
             _place(trees["opt"], site)
-            shutil.copytree(
-                SOURCE, site / "memvault", ignore=shutil.ignore_patterns("__pycache__", "*.pyc")
-            )
-            _with_bytecode(platform, site / "memvault", LAYER_MOUNT, root=site)
+            _place_shipped(platform, site)
             for name in HANDLERS:
                 task = staging / "task" / name
                 task.mkdir(parents=True)

@@ -9,10 +9,10 @@ What it generates, each between a pair of marker comments
 - ``docs/configuration.md``: ``settings``, one row per field of ``memvault.config.Settings``
   (field, environment variable, default, allowed values, the field's doc), and
   ``tenant-policy``, the per-tenant overrides (``TenantPolicy``);
-- ``docs/api.md``: ``errors``, every error code with its HTTP status (``memvault.errors``),
+- ``docs/api.md``: ``errors``, every error code with its HTTP status (``memvault_wire.errors``),
   and ``routes``, the route table built from the OpenAPI document the API serves at
   ``GET /v1/openapi.json`` (``memvault.api.app.openapi_json``, no server needed), with each
-  route's direct-invocation operation (``memvault.api.operations``).
+  route's direct-invocation operation (``memvault_wire.operations``).
 
 A field's doc is its ``Field(description=...)`` or else the ``#:`` comment right above it
 in ``config.py``; a field with neither stops the generator (document it there). Text
@@ -36,7 +36,7 @@ from typing import Any, Literal
 
 ROOT = Path(__file__).resolve().parents[1]
 # The checkout's own code, not whatever memvault another environment installed.
-for _path in (ROOT / "local", ROOT / "layers"):
+for _path in (ROOT / "local", ROOT / "wire", ROOT / "layers"):
     if str(_path) not in sys.path:
         sys.path.insert(0, str(_path))
 
@@ -49,7 +49,7 @@ API_PAGE = ROOT / "docs" / "api.md"
 SCRIPT = "scripts/gen_config_docs.py"
 ENV_PREFIX = "MEMVAULT_"
 
-#: What each error code means, for the classes of ``memvault.errors`` without a docstring
+#: What each error code means, for the classes of ``memvault_wire.errors`` without a docstring
 #: of their own (a docstring, where there is one, is used instead). A code the server gains
 #: without a line here or a docstring stops the generator.
 ERROR_NOTES: dict[str, str] = {
@@ -312,7 +312,7 @@ def tenant_policy_section() -> str:
 
 
 def errors_section() -> str:
-    from memvault.errors import ALL_ERRORS
+    from memvault_wire.errors import ALL_ERRORS
 
     rows = [
         "| code | HTTP status | class (server and SDK) | when |",
@@ -358,7 +358,7 @@ def openapi_document() -> dict[str, Any]:
 
 
 def routes_section(document: dict[str, Any] | None = None) -> str:
-    from memvault.api.operations import OPERATIONS
+    from memvault_wire.operations import OPERATIONS
 
     document = document if document is not None else openapi_document()
     by_route = {(method, path): name for name, (method, path) in OPERATIONS.items()}

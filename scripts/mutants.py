@@ -143,7 +143,14 @@ def copy_repo(dest: Path) -> Path:
 def environment(tree: Path, outcomes: Path) -> dict[str, str]:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
-        [str(tree / "layers"), str(tree / "local"), str(tree), str(tree.parent / "plugin")]
+        [
+            str(tree / "layers"),
+            str(tree / "wire"),
+            str(tree / "clients" / "python"),
+            str(tree / "local"),
+            str(tree),
+            str(tree.parent / "plugin"),
+        ]
     )
     env["MUTANTS_OUTCOMES"] = str(outcomes)
     env["PYTHONDONTWRITEBYTECODE"] = "1"
@@ -152,9 +159,8 @@ def environment(tree: Path, outcomes: Path) -> dict[str, str]:
 
 def check_imports_from(tree: Path) -> None:
     """The copy's code is what runs, not an installed memvault."""
-    probe = (
-        "import memvault, memvault_local; print(memvault.__file__); print(memvault_local.__file__)"
-    )
+    packages = ("memvault", "memvault_wire", "memvault_client", "memvault_local")
+    probe = f"import {', '.join(packages)}; " + "; ".join(f"print({p}.__file__)" for p in packages)
     out = subprocess.run(  # noqa: S603 (this interpreter, fixed arguments)
         [sys.executable, "-c", probe],
         cwd=tree,
@@ -166,7 +172,7 @@ def check_imports_from(tree: Path) -> None:
     files = out.stdout.split()
     if (
         out.returncode != 0
-        or len(files) != 2
+        or len(files) != len(packages)
         or not all(Path(f).is_relative_to(tree) for f in files)
     ):
         raise MutantsBroken(

@@ -113,8 +113,21 @@ def _speed(find_secrets: Any) -> dict[str, dict[str, float]]:
 
 
 def _at_revision(rev: str, argv: list[str]) -> dict[str, Any]:
+    # The wire models (errors among them) left layers/ for wire/; older revisions hold
+    # layers/memvault only.
+    packages = [
+        path
+        for path in ("layers/memvault", "wire/memvault_wire")
+        if subprocess.run(  # noqa: S603 (git, with a revision the caller names)
+            ["git", "cat-file", "-e", f"{rev}:{path}"],  # noqa: S607
+            cwd=ROOT,
+            capture_output=True,
+            check=False,
+        ).returncode
+        == 0
+    ]
     archive = subprocess.run(  # noqa: S603 (git, with a revision the caller names)
-        ["git", "archive", "--format=tar", rev, "layers/memvault"],  # noqa: S607
+        ["git", "archive", "--format=tar", rev, *packages],  # noqa: S607
         cwd=ROOT,
         capture_output=True,
         check=True,
@@ -122,7 +135,10 @@ def _at_revision(rev: str, argv: list[str]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory() as tmp:
         with tarfile.open(fileobj=BytesIO(archive)) as tar:
             tar.extractall(tmp, filter="data")
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([f"{tmp}/layers", str(ROOT)])}
+        env = {
+            **os.environ,
+            "PYTHONPATH": os.pathsep.join([f"{tmp}/layers", f"{tmp}/wire", str(ROOT)]),
+        }
         run = subprocess.run(  # noqa: S603 (this script, with the caller's own arguments)
             [sys.executable, __file__, "--json", *argv],
             cwd=tmp,

@@ -14,9 +14,9 @@ from memvault.api.app import body_too_large
 from memvault.api.events import LocalLambdaContext, proxy_event
 from memvault.api.routes.health import PUBLIC_PATHS
 from memvault.config import get_settings
-from memvault.errors import MemvaultError, PayloadTooLarge, Unauthorized
 from memvault.identity.tokens import TokenVerifier, bearer_token
 from memvault_local.bodies import BodyTooLarge, read_bounded
+from memvault_wire.errors import MemvaultError, PayloadTooLarge, Unauthorized
 
 #: API Gateway's own payload limit; the handler enforces memvault's smaller one.
 GATEWAY_MAX_BODY = 10 * 1024 * 1024

@@ -23,8 +23,6 @@ from memvault.embeddings.onnx import MODELS
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import rebuild
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import DeletionJob, DeletionScope, DeletionState, Sensitivity
-from memvault.models.recall import RecallRequest
 from memvault.search.backend import SearchIndex
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.services.deletion import IndexStep, PrimaryStep, PurgeStep, VersionsStep
@@ -34,6 +32,8 @@ from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.ports.memory import MemoryStore
 from memvault.wiring import dynamodb_client, search_index, table_names
 from memvault_local.evaluation import EvalSet
+from memvault_wire.memory import DeletionJob, DeletionScope, DeletionState, Sensitivity
+from memvault_wire.recall import RecallRequest
 
 
 class AdminError(Exception):

@@ -18,7 +18,7 @@ from memvault import __version__
 if TYPE_CHECKING:
     from pydantic import BaseModel
 
-    from memvault.client import MemvaultClient
+    from memvault_client import MemvaultClient
 
 DEFAULT_ENDPOINT = "http://127.0.0.1:8787"
 #: The embedders that run on this machine, by the name MEMVAULT_EMBEDDING_MODEL takes.
@@ -58,7 +58,7 @@ def _show(
     render: Callable[[Any], None],
 ) -> int:
     """Ask the API through the SDK; print the answer (or the error) as the CLI always has."""
-    from memvault.client import ConnectionFailed, MemvaultError
+    from memvault_client import ConnectionFailed, MemvaultError
 
     try:
         with _client(args) as client:
@@ -82,7 +82,7 @@ def _show(
 
 
 def _client(args: argparse.Namespace) -> MemvaultClient:
-    from memvault.client import MemvaultClient
+    from memvault_client import MemvaultClient
 
     token = args.token or os.environ.get("MEMVAULT_TOKEN")
     if not token and urlparse(args.endpoint).hostname in ("127.0.0.1", "localhost"):
@@ -214,7 +214,7 @@ def _resolve_subject(args: argparse.Namespace, whose: str) -> bool:
     """``--subject``, else ``$MEMVAULT_SUBJECT``, else the subject the token is bound to
     (``--token`` / ``$MEMVAULT_TOKEN``, read without verifying: the API verifies). With
     none of them: one line on stderr, and False."""
-    from memvault.mcp.config import token_claims
+    from memvault_client.mcp.config import token_claims
 
     token = args.token or os.environ.get("MEMVAULT_TOKEN")
     bound = token_claims(token).get("subject_id") if token else None
@@ -318,7 +318,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def cmd_mcp(args: argparse.Namespace) -> int:
-    from memvault.mcp.cli import run_args
+    from memvault_client.mcp.cli import run_args
 
     return run_args(args)
 
@@ -451,7 +451,7 @@ def _admin_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser
 
 def _mcp_command(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """memvault mcp: the memory tools for an MCP host."""
-    from memvault.mcp.config import add_arguments as add_mcp_arguments
+    from memvault_client.mcp.config import add_arguments as add_mcp_arguments
 
     mcp = commands.add_parser(
         "mcp",

@@ -1,6 +1,6 @@
 """A tiny urllib client that returns raw answers (status, JSON body, headers), for the
 end-to-end tests, the benchmarks and ``RunningStack.client``. The CLI and applications
-use the SDK, ``memvault.client``."""
+use the SDK, ``memvault_client``."""
 
 from __future__ import annotations
 

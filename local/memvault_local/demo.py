@@ -10,11 +10,11 @@ from collections.abc import Callable
 from typing import Any, TextIO
 
 from memvault.config import Settings
-from memvault.errors import MemvaultError
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Memory, MemoryPatch, MemoryWrite, Sensitivity
 from memvault.services.memory import MemoryService
 from memvault.wiring import build_services
+from memvault_wire.errors import MemvaultError
+from memvault_wire.memory import Memory, MemoryPatch, MemoryWrite, Sensitivity
 
 TENANT = "demo-tenant"
 SUBJECT = "user-42"

@@ -9,10 +9,10 @@ import jwt
 import pytest
 
 from memvault.config import Settings
-from memvault.errors import Unauthorized
 from memvault.identity.authorizer import AuthorizerHandler, authorize
 from memvault.identity.tokens import TokenVerifier
 from memvault.models.access import Scope
+from memvault_wire.errors import Unauthorized
 from tests.support.api import invoke, load_event, memory_body
 from tests.support.issuer import AUDIENCE, ISSUER, Issuer, serve_jwks
 

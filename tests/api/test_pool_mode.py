@@ -13,11 +13,11 @@ import boto3
 import pytest
 
 from memvault.config import Settings, TenantIssuer
-from memvault.errors import Unauthorized
 from memvault.identity.authorizer import authorize
 from memvault.identity.tokens import StaticKeys, TenantIssuers, TokenVerifier
 from memvault.storage.tables import create_tables
 from memvault.tenancy import TenantScopedServices
+from memvault_wire.errors import Unauthorized
 from tests.support.api import load_event
 from tests.support.harness import FakeClock, a_write, ctx
 from tests.support.issuer import AUDIENCE, Issuer

@@ -14,7 +14,7 @@ import pytest
 
 from memvault.api.deps import deps
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.models.memory import MAX_CONTENT_CHARS
+from memvault_wire.memory import MAX_CONTENT_CHARS
 from tests.support.api import Answer, call, claims, memory_body
 from tests.support.recall import RecallRig, make_rig
 

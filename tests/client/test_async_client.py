@@ -9,8 +9,7 @@ import hashlib
 
 import pytest
 
-from memvault.api.schemas import MemoryOut
-from memvault.client import (
+from memvault_client import (
     AsyncMemvaultClient,
     ConnectionFailed,
     IdempotencyKeyReused,
@@ -20,9 +19,10 @@ from memvault.client import (
     ValidationFailed,
     VersionConflict,
 )
-from memvault.models.artifact import ArtifactState
-from memvault.models.run import RunStatus
 from memvault_local.process import RunningStack
+from memvault_wire.artifact import ArtifactState
+from memvault_wire.run import RunStatus
+from memvault_wire.schemas import MemoryOut
 from tests.client.conftest import DROP, LOST, Fault, FaultProxy, memory, mint, new_subject
 
 FAST = RetryPolicy(base_delay=0.01, max_delay=0.05)

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import pytest
 
-import memvault.client as sdk
-from memvault import errors as server
-from memvault.client import errors as client_errors
-from memvault.client.errors import ERRORS_BY_CODE, MemvaultError, error_from_answer
+import memvault_client as sdk
+from memvault_client import errors as client_errors
+from memvault_client.errors import ERRORS_BY_CODE, MemvaultError, error_from_answer
+from memvault_wire import errors as server
 
 
 @pytest.mark.parametrize("server_class", server.ALL_ERRORS, ids=lambda c: c.code)

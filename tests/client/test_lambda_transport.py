@@ -25,7 +25,10 @@ from moto import mock_aws
 from memvault.api.deps import deps
 from memvault.api.direct import handle_direct
 from memvault.api.events import LocalLambdaContext
-from memvault.client import (
+from memvault.config import Settings
+from memvault.handlers.api import handler as lambda_handler
+from memvault.identity.tokens import StaticKeys, TokenVerifier
+from memvault_client import (
     AsyncLambdaTransport,
     AsyncMemvaultClient,
     InternalError,
@@ -37,9 +40,6 @@ from memvault.client import (
     Unauthorized,
     VersionConflict,
 )
-from memvault.config import Settings
-from memvault.handlers.api import handler as lambda_handler
-from memvault.identity.tokens import StaticKeys, TokenVerifier
 from tests.client.conftest import memory, new_subject
 from tests.support.harness import make_services
 from tests.support.issuer import AUDIENCE, ISSUER, Issuer

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from memvault.client import (
+from memvault_client import (
     ConnectionFailed,
     MemvaultClient,
     MemvaultError,
@@ -22,7 +22,7 @@ from memvault.client import (
     Throttled,
     VersionConflict,
 )
-from memvault.client.errors import parse_retry_after
+from memvault_client.errors import parse_retry_after
 from memvault_local.process import RunningStack, free_port, start_stack
 from tests.client.conftest import DROP, LOST, Fault, FaultProxy, memory, mint, new_subject
 
@@ -218,14 +218,14 @@ def test_a_dropped_connection_is_not_retried_for_a_compare_and_set(
 
 def test_a_refused_connection_is_retried_then_raised(caplog: pytest.LogCaptureFixture) -> None:
     policy = RetryPolicy(max_attempts=3, base_delay=0.01)
-    caplog.set_level(logging.INFO, logger="memvault.client")
+    caplog.set_level(logging.INFO, logger="memvault_client")
     with (
         MemvaultClient(f"http://127.0.0.1:{free_port()}", retry=policy) as mv,
         pytest.raises(ConnectionFailed) as caught,
     ):
         mv.health()
     assert caught.value.details["attempts"] == 3
-    assert len([r for r in caplog.records if r.name == "memvault.client"]) == 2
+    assert len([r for r in caplog.records if r.name == "memvault_client"]) == 2
 
 
 def test_retry_logs_carry_neither_content_nor_token(

@@ -11,8 +11,7 @@ import httpx
 import pytest
 
 from memvault.api.direct import OPERATIONS as DIRECT_OPERATIONS
-from memvault.api.schemas import DeletionOut, MemoryOut, RecallOut
-from memvault.client import (
+from memvault_client import (
     OPERATIONS,
     ConsentRequired,
     Forbidden,
@@ -28,11 +27,12 @@ from memvault.client import (
     ValidationFailed,
     VersionConflict,
 )
-from memvault.models.artifact import ArtifactState
-from memvault.models.memory import MemoryKind, MemoryWrite, Source, SourceType
-from memvault.models.run import Checkpoint, RunStatus
-from memvault.models.session import Session
 from memvault_local.process import RunningStack
+from memvault_wire.artifact import ArtifactState
+from memvault_wire.memory import MemoryKind, MemoryWrite, Source, SourceType
+from memvault_wire.run import Checkpoint, RunStatus
+from memvault_wire.schemas import DeletionOut, MemoryOut, RecallOut
+from memvault_wire.session import Session
 from tests.client.conftest import FaultProxy, memory, mint, new_subject
 
 

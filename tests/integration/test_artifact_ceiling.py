@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import pytest
 
-from memvault.errors import ArtifactNotCommitted
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Sensitivity
-from memvault.models.run import Advance, ArtifactRef, CreateRun, RunStatus
 from memvault.services.bundle import Services
+from memvault_wire.errors import ArtifactNotCommitted
+from memvault_wire.memory import Sensitivity
+from memvault_wire.run import Advance, ArtifactRef, CreateRun, RunStatus
 from tests.support.artifacts import committed_artifact
 from tests.support.harness import a_write, ctx
 

@@ -13,11 +13,11 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import ConsentRequired, NotFound
 from memvault.models.access import Scope
-from memvault.models.artifact import StartUpload
-from memvault.models.memory import Sensitivity
 from memvault.services.bundle import Services
+from memvault_wire.artifact import StartUpload
+from memvault_wire.errors import ConsentRequired, NotFound
+from memvault_wire.memory import Sensitivity
 from tests.support.harness import ctx
 
 EVERYTHING = frozenset(Scope) - {Scope.SUBJECTS_ANY}

@@ -16,7 +16,11 @@ import boto3
 import pytest
 import requests
 
-from memvault.errors import (
+from memvault.models.access import Scope
+from memvault.services.artifacts import ArtifactService
+from memvault.services.bundle import Services
+from memvault_wire.artifact import ArtifactState, StartUpload
+from memvault_wire.errors import (
     ArtifactReferenced,
     ChecksumMismatch,
     Forbidden,
@@ -25,11 +29,7 @@ from memvault.errors import (
     PayloadTooLarge,
     UploadIncomplete,
 )
-from memvault.models.access import Scope
-from memvault.models.artifact import ArtifactState, StartUpload
-from memvault.models.memory import Sensitivity
-from memvault.services.artifacts import ArtifactService
-from memvault.services.bundle import Services
+from memvault_wire.memory import Sensitivity
 from tests.support.harness import FakeClock, ctx
 
 #: S3 presigning, SSE-KMS and object versions; the embedded object store has its own
@@ -147,7 +147,7 @@ def test_an_artifact_above_the_callers_ceiling_is_absent_on_every_route(
 ) -> None:
     """Security review (issue 18): a ``public`` token replayed the owner's upload request
     id and got the internal artifact's metadata, committed its upload and deleted it."""
-    from memvault.models.memory import Sensitivity
+    from memvault_wire.memory import Sensitivity
 
     low = ctx("acme", "u-1", scopes=EVERYTHING, max_sensitivity=Sensitivity.PUBLIC)
     staged = start(artifacts)  # internal
@@ -322,7 +322,7 @@ def test_a_tenant_key_refuses_another_tenants_encryption_context(services: Servi
 
 
 def test_a_memory_may_reference_only_a_committed_artifact(services: Services) -> None:
-    from memvault.errors import ArtifactNotCommitted
+    from memvault_wire.errors import ArtifactNotCommitted
     from tests.support.harness import a_write
 
     staged = start(services.artifacts)

@@ -22,10 +22,7 @@ from werkzeug.test import Client
 
 from memvault.clock import RandomIds
 from memvault.config import Settings
-from memvault.errors import ArtifactReferenced, NotFound, SecretDetected, UploadIncomplete
 from memvault.models.access import Scope
-from memvault.models.artifact import ArtifactState, StartUpload
-from memvault.models.memory import DeletionJob, Sensitivity
 from memvault.services.artifacts import ArtifactService
 from memvault.storage.local.objects import LocalObjectStore
 from memvault.storage.ports.memory import ForgetState
@@ -33,6 +30,9 @@ from memvault.storage.sqlite.artifacts import SqliteArtifactStore
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault_local.objects_app import ObjectsApp
+from memvault_wire.artifact import ArtifactState, StartUpload
+from memvault_wire.errors import ArtifactReferenced, NotFound, SecretDetected, UploadIncomplete
+from memvault_wire.memory import DeletionJob, Sensitivity
 from tests.support.harness import FakeClock, ctx
 
 MARKER = b"LOCAL-PLAINTEXT-MARKER-51c2"

@@ -17,14 +17,14 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import IdempotencyKeyReused, NotFound, SessionExpired
-from memvault.models.artifact import StartUpload
-from memvault.models.memory import CopyState, DeletionState, Memory, MemoryPatch
-from memvault.models.recall import RecallRequest
-from memvault.models.run import Advance, CreateRun, RunStatus
-from memvault.models.session import AppendMessage, Role
 from memvault.search.backend import SearchFilter
 from memvault.services.deletion import PurgeRunner
+from memvault_wire.artifact import StartUpload
+from memvault_wire.errors import IdempotencyKeyReused, NotFound, SessionExpired
+from memvault_wire.memory import CopyState, DeletionState, Memory, MemoryPatch
+from memvault_wire.recall import RecallRequest
+from memvault_wire.run import Advance, CreateRun, RunStatus
+from memvault_wire.session import AppendMessage, Role
 from tests.support.backends import STORES
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig

@@ -6,9 +6,9 @@ thread can finish before the last one starts, and the "race" runs one writer at 
 
 from __future__ import annotations
 
-from memvault.errors import VersionConflict
-from memvault.models.memory import MemoryPatch
 from memvault.services.memory import MemoryService
+from memvault_wire.errors import VersionConflict
+from memvault_wire.memory import MemoryPatch
 from tests.support.harness import a_write, ctx
 from tests.support.race import together
 

@@ -5,14 +5,14 @@ from __future__ import annotations
 
 import pytest
 
-from memvault.errors import NotFound, ValidationFailed
 from memvault.models.access import Scope
-from memvault.models.context import AssembledContext, ContextRequest
-from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
-from memvault.models.session import AppendMessage
 from memvault.services.bundle import Services
 from memvault.services.context import POLICY
 from memvault.services.tokens import Cl100kCounter
+from memvault_wire.context import AssembledContext, ContextRequest
+from memvault_wire.errors import NotFound, ValidationFailed
+from memvault_wire.run import Advance, CreateRun, RecordOperation, RunStatus
+from memvault_wire.session import AppendMessage
 from tests.support.harness import FakeClock, a_write, ctx
 
 EVERYTHING = frozenset(Scope) - {Scope.SUBJECTS_ANY}

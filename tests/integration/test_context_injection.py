@@ -15,11 +15,12 @@ import unicodedata
 import pytest
 
 from memvault.models.access import Scope
-from memvault.models.context import ContextRequest, Manifest
-from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
-from memvault.models.session import AppendMessage
 from memvault.services.bundle import Services
-from memvault.services.context import POLICY, as_data
+from memvault.services.context import POLICY
+from memvault_wire.context import ContextRequest, Manifest
+from memvault_wire.render import as_data
+from memvault_wire.run import Advance, CreateRun, RecordOperation, RunStatus
+from memvault_wire.session import AppendMessage
 from tests.support import reliability
 from tests.support.harness import FakeClock, a_write, ctx
 

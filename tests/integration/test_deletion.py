@@ -7,13 +7,13 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import NotFound
 from memvault.models.access import Scope
-from memvault.models.memory import CopyState, DeletionJob, DeletionState, Sensitivity
 from memvault.services.bundle import Services
 from memvault.services.deletion import PurgeRunner, StepResult
 from memvault.services.memory import MemoryService
 from memvault.storage import keys
+from memvault_wire.errors import NotFound
+from memvault_wire.memory import CopyState, DeletionJob, DeletionState, Sensitivity
 from tests.support.harness import a_write, ctx
 from tests.support.scan import all_items, stored_text
 

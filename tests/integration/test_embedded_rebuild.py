@@ -21,12 +21,12 @@ from memvault.embeddings.hashing import HashingEmbedder
 from memvault.handlers.indexer import handle
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import rebuild
-from memvault.models.memory import Memory, MemoryPatch
-from memvault.models.recall import RecallRequest
 from memvault.search.backend import SearchFilter, SearchIndex
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.recall import RecallService
 from memvault.storage import keys
+from memvault_wire.memory import Memory, MemoryPatch
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 

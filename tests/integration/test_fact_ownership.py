@@ -12,9 +12,9 @@ from __future__ import annotations
 
 import pytest
 
-from memvault.errors import MemvaultError, NotFound
-from memvault.models.memory import Sensitivity
 from memvault.services.memory import MemoryService
+from memvault_wire.errors import MemvaultError, NotFound
+from memvault_wire.memory import Sensitivity
 from tests.support.harness import a_write, ctx
 
 PII = ctx(max_sensitivity=Sensitivity.PII)

@@ -100,17 +100,7 @@ import pytest
 
 from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import NotFound, VersionConflict
 from memvault.indexing.indexer import Indexer
-from memvault.models.memory import (
-    CopyState,
-    DeletionScope,
-    DeletionState,
-    IndexStatus,
-    MemoryPatch,
-    MemoryStatus,
-)
-from memvault.models.recall import RecallRequest
 from memvault.search.documents import STAGES, Stage
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.bundle import Services
@@ -119,6 +109,16 @@ from memvault.storage.ports.changes import Change
 from memvault.storage.sqlite.db import Database, OutboxFeed
 from memvault.wiring import build_services
 from memvault_local.outbox_pump import OutboxPump
+from memvault_wire.errors import NotFound, VersionConflict
+from memvault_wire.memory import (
+    CopyState,
+    DeletionScope,
+    DeletionState,
+    IndexStatus,
+    MemoryPatch,
+    MemoryStatus,
+)
+from memvault_wire.recall import RecallRequest
 from tests.support import reliability
 from tests.support.backends import STORES
 from tests.support.faults import (

@@ -26,11 +26,11 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import MemvaultError, NotFound, VersionConflict
-from memvault.models.artifact import StartUpload
-from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
-from memvault.models.session import AppendMessage, Role
 from memvault.services.bundle import Services
+from memvault_wire.artifact import StartUpload
+from memvault_wire.errors import MemvaultError, NotFound, VersionConflict
+from memvault_wire.run import Advance, CreateRun, RecordOperation, RunStatus
+from memvault_wire.session import AppendMessage, Role
 from tests.support import reliability
 from tests.support.harness import FakeClock, ctx
 from tests.support.race import together

@@ -16,8 +16,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memvault.models.memory import Memory
 from memvault.services.memory import MemoryService, WriteResult
+from memvault_wire.memory import Memory
 from tests.support import reliability
 from tests.support.harness import a_write, ctx
 from tests.support.race import together

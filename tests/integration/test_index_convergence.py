@@ -28,13 +28,13 @@ from moto import mock_aws
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.handlers.indexer import handle
 from memvault.indexing.indexer import Indexer
-from memvault.models.memory import MemoryPatch
 from memvault.search.backend import OpResult, SearchIndex
 from memvault.search.documents import IndexOp
 from memvault.search.embedded import EmbeddedIndex
 from memvault.storage.dynamo import Dynamo, from_item
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.wiring import table_names
+from memvault_wire.memory import MemoryPatch
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 

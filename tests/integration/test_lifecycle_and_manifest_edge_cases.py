@@ -9,15 +9,15 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from memvault.errors import NotFound, SecretDetected, ValidationFailed, VersionConflict
 from memvault.models.access import Scope
-from memvault.models.context import ContextRequest
-from memvault.models.memory import CopyState, DeletionState, MemoryPatch
-from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
 from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
 from memvault.storage import keys
 from memvault.storage.ports.memory import fact_id
+from memvault_wire.context import ContextRequest
+from memvault_wire.errors import NotFound, SecretDetected, ValidationFailed, VersionConflict
+from memvault_wire.memory import CopyState, DeletionState, MemoryPatch
+from memvault_wire.run import Advance, CreateRun, RecordOperation, RunStatus
 from tests.support.harness import FakeClock, a_write, ctx
 from tests.support.scan import all_items, stored_text
 

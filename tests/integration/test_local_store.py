@@ -12,7 +12,6 @@ import pytest
 
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.indexing.indexer import BatchOutcome, Indexer
-from memvault.models.recall import RecallRequest
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.bundle import Services
 from memvault.services.recall import RecallService
@@ -21,6 +20,7 @@ from memvault.storage.sqlite.db import Database, OutboxFeed
 from memvault_local.doctor import doctor
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.threads import make_resolver_thread_safe
+from memvault_wire.recall import RecallRequest
 from tests.support.api import call, claims, memory_body
 from tests.support.harness import FakeClock, a_write, ctx, make_services
 
@@ -237,9 +237,9 @@ def test_a_deletion_a_crash_cut_short_is_finished_by_resume(local: Any) -> None:
     client already had the 202), and a forgotten subject's job could never be resumed."""
     import io
 
-    from memvault.models.memory import DeletionState
     from memvault.services.deletion import resume_unfinished
     from memvault_local.admin import resume_deletions
+    from memvault_wire.memory import DeletionState
 
     services, *_ = local
     kept = services.memory.purge

@@ -8,10 +8,10 @@ from collections.abc import Iterator
 
 import pytest
 
-from memvault.errors import SecretDetected
-from memvault.models.memory import MemoryPatch
 from memvault.observability import logger
 from memvault.services.memory import MemoryService
+from memvault_wire.errors import SecretDetected
+from memvault_wire.memory import MemoryPatch
 from tests.support.harness import a_write, ctx
 
 

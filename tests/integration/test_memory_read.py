@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import Forbidden, NotFound, ValidationFailed
 from memvault.models.access import Scope
-from memvault.models.memory import Sensitivity
 from memvault.services.memory import MemoryService
 from memvault.storage.ports.memory import request_memory_id
+from memvault_wire.errors import Forbidden, NotFound, ValidationFailed
+from memvault_wire.memory import Sensitivity
 from tests.support.harness import FakeClock, a_write, ctx
 from tests.support.scan import all_items
 

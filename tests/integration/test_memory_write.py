@@ -8,15 +8,15 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import (
+from memvault.services.memory import MemoryService
+from memvault_wire.errors import (
     ConsentRequired,
     IdempotencyKeyReused,
     NotFound,
     SecretDetected,
     VersionConflict,
 )
-from memvault.models.memory import MemoryPatch, MemoryStatus, Sensitivity
-from memvault.services.memory import MemoryService
+from memvault_wire.memory import MemoryPatch, MemoryStatus, Sensitivity
 from tests.support.harness import a_write, ctx
 from tests.support.scan import all_items, count, stored_text
 

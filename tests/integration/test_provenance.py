@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import MemvaultError, ProvenanceNotAllowed, ValidationFailed
 from memvault.models.access import Scope
-from memvault.models.memory import MemoryPatch, MemoryStatus, Sensitivity, Source, SourceType
 from memvault.services.memory import MemoryService
+from memvault_wire.errors import MemvaultError, ProvenanceNotAllowed, ValidationFailed
+from memvault_wire.memory import MemoryPatch, MemoryStatus, Sensitivity, Source, SourceType
 from tests.support.harness import ALL_SCOPES, a_write, ctx
 
 AGENT = ctx(agent_role="planner", principal="agent-planner")

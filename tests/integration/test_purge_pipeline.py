@@ -20,14 +20,14 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import NotFound
-from memvault.models.memory import CopyState, DeletionState
-from memvault.models.recall import RecallRequest
 from memvault.services.deletion import PurgeRunner
 from memvault.services.purge_pipeline import PURGE_PIPELINE
 from memvault.storage import keys
 from memvault.storage.tables import MEMORY, create_table_request
 from memvault_local.admin import offboard, restore_replay
+from memvault_wire.errors import NotFound
+from memvault_wire.memory import CopyState, DeletionState
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 

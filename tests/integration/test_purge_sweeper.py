@@ -23,8 +23,8 @@ import pytest
 from moto import mock_aws
 
 from memvault.config import get_settings
-from memvault.models.memory import DeletionState
 from memvault.services.deletion import StepFunctionsPurgeLauncher
+from memvault_wire.memory import DeletionState
 from tests.support.harness import a_write, ctx, make_services
 
 pytestmark = pytest.mark.aws

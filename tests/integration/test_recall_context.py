@@ -18,8 +18,8 @@ from moto import mock_aws
 from pydantic import ValidationError
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.models.memory import MemoryWrite, Sensitivity, Source
-from memvault.models.recall import RecallRequest
+from memvault_wire.memory import MemoryWrite, Sensitivity, Source
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
 from tests.support.opensearch import opensearch_url
 from tests.support.recall import BACKENDS, RecallRig, drop_opensearch_index, make_rig
@@ -183,7 +183,7 @@ def test_the_turn_next_to_a_relevant_one_passes_the_similarity_margin() -> None:
 
 
 def test_a_thread_is_scanned_like_every_stored_text() -> None:
-    from memvault.errors import SecretDetected
+    from memvault_wire.errors import SecretDetected
 
     for rig in _rig("embedded"):
         with pytest.raises(SecretDetected) as refused:

@@ -17,13 +17,13 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import Forbidden
 from memvault.models.access import Scope
-from memvault.models.memory import MemoryPatch, MemoryStatus, Sensitivity
-from memvault.models.recall import RecallRequest
 from memvault.search.documents import Stage, op_from_images
 from memvault.storage import keys
 from memvault.storage.dynamo import from_item
+from memvault_wire.errors import Forbidden
+from memvault_wire.memory import MemoryPatch, MemoryStatus, Sensitivity
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
 from tests.support.opensearch import opensearch_url
 from tests.support.recall import BACKENDS, RecallRig, drop_opensearch_index, make_rig
@@ -310,7 +310,7 @@ def _filter(rig: RecallRig) -> Any:
 def test_working_memory_takes_its_memories_from_recall_when_given_a_query(
     rig: RecallRig,
 ) -> None:
-    from memvault.models.context import ContextRequest
+    from memvault_wire.context import ContextRequest
 
     relevant = write(rig, "Lin deploys the billing service on Thursdays")
     rig.clock.advance(minutes=5)  # without recall the newest memory would come first

@@ -14,14 +14,14 @@ from typing import Any
 import pytest
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import SearchUnavailable
 from memvault.indexing.indexer import Indexer
-from memvault.models.recall import RecallRequest
 from memvault.search.backend import SearchFilter, SearchResult
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.recall import RecallService
 from memvault.storage.sqlite.db import OutboxFeed
 from memvault_local.outbox_pump import OutboxPump
+from memvault_wire.errors import SearchUnavailable
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import FakeClock, a_write, ctx, make_services
 
 

@@ -10,10 +10,10 @@ from moto import mock_aws
 
 from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.models.memory import MemoryPatch
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.wiring import table_names
 from memvault_local.admin import AdminError, reindex
+from memvault_wire.memory import MemoryPatch
 from tests.support.harness import a_write, ctx
 from tests.support.opensearch import opensearch_url
 from tests.support.recall import RecallRig, drop_opensearch_index, make_rig

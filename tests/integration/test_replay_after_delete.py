@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import pytest
 
-from memvault.errors import NotFound
-from memvault.models.memory import Sensitivity
 from memvault.services.memory import MemoryService
+from memvault_wire.errors import NotFound
+from memvault_wire.memory import Sensitivity
 from tests.support.harness import a_write, ctx
 
 SECRETLY = "Lin is interviewing with a competitor next week"

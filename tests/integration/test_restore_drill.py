@@ -25,11 +25,11 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import NotFound
-from memvault.models.context import ContextRequest
-from memvault.models.memory import MemoryPatch
-from memvault.models.recall import RecallRequest
 from memvault_local.admin import restore_replay
+from memvault_wire.context import ContextRequest
+from memvault_wire.errors import NotFound
+from memvault_wire.memory import MemoryPatch
+from memvault_wire.recall import RecallRequest
 from tests.integration.test_purge_pipeline import _copy_table, _services_over, make_rig_index
 from tests.support import reliability
 from tests.support.harness import ALL_SCOPES, a_write, ctx

@@ -16,7 +16,11 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import (
+from memvault.models.access import AccessContext, Scope
+from memvault.services.bundle import Services
+from memvault_wire.artifact import StartUpload
+from memvault_wire.context import ContextRequest
+from memvault_wire.errors import (
     ConsentRequired,
     Forbidden,
     IdempotencyKeyReused,
@@ -26,11 +30,8 @@ from memvault.errors import (
     ValidationFailed,
     VersionConflict,
 )
-from memvault.models.access import AccessContext, Scope
-from memvault.models.artifact import StartUpload
-from memvault.models.context import ContextRequest
-from memvault.models.memory import Sensitivity
-from memvault.models.run import (
+from memvault_wire.memory import Sensitivity
+from memvault_wire.run import (
     Advance,
     CreateRun,
     OperationStatus,
@@ -38,8 +39,7 @@ from memvault.models.run import (
     RunEvent,
     RunStatus,
 )
-from memvault.models.session import AppendMessage
-from memvault.services.bundle import Services
+from memvault_wire.session import AppendMessage
 from tests.support.harness import a_write, ctx
 
 SSN = "078-05-1120"
@@ -598,7 +598,7 @@ def test_an_agent_role_holding_personal_data_is_refused_on_write_and_correction(
     """Probe 8: an e-mail address was kept as an agent role (``visibility``). A role is an
     identifier matched against tokens' ``agent_role``, kept in the search index and shown
     with the memory; consent would not withhold it, so it is refused outright."""
-    from memvault.models.memory import MemoryPatch
+    from memvault_wire.memory import MemoryPatch
 
     writer = ctx(
         scopes=frozenset({Scope.MEMORY_WRITE, Scope.MEMORY_READ}), max_sensitivity=Sensitivity.PII
@@ -623,8 +623,8 @@ def test_an_agent_role_holding_personal_data_is_refused_on_write_and_correction(
 def test_a_recalls_run_and_task_ids_hold_no_secret_nor_personal_data(services: Services) -> None:
     """A probe's recall kept ``run_id`` = a GitHub token and ``task_id`` = a national id in
     its trace, shown to public readers."""
-    from memvault.errors import SecretDetected
-    from memvault.models.recall import RecallRequest
+    from memvault_wire.errors import SecretDetected
+    from memvault_wire.recall import RecallRequest
 
     reader = ctx(scopes=frozenset({Scope.MEMORY_READ}), max_sensitivity=Sensitivity.PII)
     token = "ghp_" + "Zq8xR2mV4kT7nB1cW9yL3pD6fH0jS5gA2eU8"

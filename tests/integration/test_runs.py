@@ -8,7 +8,10 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import (
+from memvault.models.access import Scope
+from memvault.services.bundle import Services
+from memvault.services.runs import RunService
+from memvault_wire.errors import (
     ArtifactNotCommitted,
     ArtifactReferenced,
     Forbidden,
@@ -20,11 +23,8 @@ from memvault.errors import (
     ValidationFailed,
     VersionConflict,
 )
-from memvault.models.access import Scope
-from memvault.models.memory import CopyState
-from memvault.models.run import Advance, CreateRun, RecordOperation, RunEvent, RunStatus
-from memvault.services.bundle import Services
-from memvault.services.runs import RunService
+from memvault_wire.memory import CopyState
+from memvault_wire.run import Advance, CreateRun, RecordOperation, RunEvent, RunStatus
 from tests.support.artifacts import committed_artifact
 from tests.support.harness import FakeClock, ctx
 
@@ -353,7 +353,7 @@ def test_a_run_kept_under_its_bare_id_is_still_found_by_its_subject(
 ) -> None:
     """Runs created before ids were scoped by subject are kept under the bare id; their
     subject still finds and advances them, and nobody else sees them."""
-    from memvault.models.run import Checkpoint
+    from memvault_wire.run import Checkpoint
 
     now = clock.now()
     old = Checkpoint(

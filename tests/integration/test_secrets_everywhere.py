@@ -10,12 +10,12 @@ from typing import Any
 
 import pytest
 
-from memvault.errors import SecretDetected
-from memvault.models.artifact import StartUpload
-from memvault.models.memory import MemoryPatch
-from memvault.models.run import Advance, CreateRun, RecordOperation, RunStatus
-from memvault.models.session import AppendMessage
 from memvault.services.bundle import Services
+from memvault_wire.artifact import StartUpload
+from memvault_wire.errors import SecretDetected
+from memvault_wire.memory import MemoryPatch
+from memvault_wire.run import Advance, CreateRun, RecordOperation, RunStatus
+from memvault_wire.session import AppendMessage
 from tests.support.harness import a_write, ctx
 
 KEY = "github_pat_11ABCDEFG0123456789_abcdefghijABCDEFGHIJ0123456789abcdefghijABCDEFGHIJ012345678"

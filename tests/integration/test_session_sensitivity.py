@@ -13,11 +13,11 @@ from pathlib import Path
 
 import pytest
 
-from memvault.errors import ConsentRequired, Forbidden, NotFound
-from memvault.models.context import ContextRequest
-from memvault.models.memory import Sensitivity
-from memvault.models.session import AppendMessage, PutSummary
 from memvault.services.bundle import Services
+from memvault_wire.context import ContextRequest
+from memvault_wire.errors import ConsentRequired, Forbidden, NotFound
+from memvault_wire.memory import Sensitivity
+from memvault_wire.session import AppendMessage, PutSummary
 from tests.support.harness import ctx
 
 SSN_LINE = "My social security number is 078-05-1120, please keep it on file"

@@ -8,7 +8,10 @@ from typing import Any
 import pytest
 
 from memvault.config import Settings, TenantPolicy
-from memvault.errors import (
+from memvault.models.access import Scope
+from memvault.services.bundle import Services
+from memvault.services.sessions import SessionService
+from memvault_wire.errors import (
     Forbidden,
     IdempotencyKeyReused,
     NotFound,
@@ -16,10 +19,7 @@ from memvault.errors import (
     SecretDetected,
     SessionExpired,
 )
-from memvault.models.access import Scope
-from memvault.models.session import AppendMessage, PutSummary
-from memvault.services.bundle import Services
-from memvault.services.sessions import SessionService
+from memvault_wire.session import AppendMessage, PutSummary
 from tests.support.harness import FakeClock, ctx
 from tests.support.scan import all_items, count
 

@@ -14,10 +14,10 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.errors import NotFound, SecretDetected
-from memvault.models.memory import CopyState, DeletionState, MemoryPatch, Sensitivity
-from memvault.models.recall import RecallRequest
-from memvault.models.trace import FeedbackRequest
+from memvault_wire.errors import NotFound, SecretDetected
+from memvault_wire.memory import CopyState, DeletionState, MemoryPatch, Sensitivity
+from memvault_wire.recall import RecallRequest
+from memvault_wire.trace import FeedbackRequest
 from tests.support.backends import STORES
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
@@ -173,7 +173,7 @@ def test_no_trace_audit_or_log_holds_content_query_or_secrets(
 
 
 def _context_request(query: str) -> Any:
-    from memvault.models.context import ContextRequest
+    from memvault_wire.context import ContextRequest
 
     return ContextRequest(goal="g", token_budget=2000, query=query)
 

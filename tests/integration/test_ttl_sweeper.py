@@ -9,10 +9,10 @@ from typing import Any
 
 import boto3
 
-from memvault.models.artifact import StartUpload
-from memvault.models.session import AppendMessage
 from memvault.services.bundle import Services
 from memvault_local.sweeper import SERVICE_IDENTITY, TtlSweeper
+from memvault_wire.artifact import StartUpload
+from memvault_wire.session import AppendMessage
 from tests.support.harness import FakeClock, ctx
 
 

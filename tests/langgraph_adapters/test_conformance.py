@@ -9,8 +9,8 @@ from collections.abc import AsyncIterator
 
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 
-from memvault.client import AsyncMemvaultClient
-from memvault.langgraph import MemvaultSaver
+from memvault_client import AsyncMemvaultClient
+from memvault_client.langgraph import MemvaultSaver
 from memvault_local.process import RunningStack
 from tests.langgraph_adapters.conftest import mint
 

@@ -17,8 +17,8 @@ from langgraph.checkpoint.base.id import uuid6
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Command, interrupt
 
-from memvault.client import AsyncMemvaultClient, ConsentRequired, MemvaultClient, VersionConflict
-from memvault.langgraph import CheckpointConflict, CheckpointWithheld, MemvaultSaver
+from memvault_client import AsyncMemvaultClient, ConsentRequired, MemvaultClient, VersionConflict
+from memvault_client.langgraph import CheckpointConflict, CheckpointWithheld, MemvaultSaver
 from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack
 from tests.langgraph_adapters.conftest import SCOPES, TENANT, mint

@@ -21,15 +21,15 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.store.base import BaseStore, InvalidNamespaceError, Item
 
-from memvault.client import (
+from memvault_client import (
     AsyncMemvaultClient,
     ConsentRequired,
     Forbidden,
     MemvaultClient,
     SecretDetected,
 )
-from memvault.langgraph import MemvaultStore, StoreValueError
-from memvault.langgraph.store import NAMESPACE_SCOPE
+from memvault_client.langgraph import MemvaultStore, StoreValueError
+from memvault_client.langgraph.store import NAMESPACE_SCOPE
 from memvault_local.devkeys import DevKey
 from memvault_local.process import RunningStack
 from tests.langgraph_adapters.conftest import SCOPES, TENANT, mint

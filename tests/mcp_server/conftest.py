@@ -119,7 +119,7 @@ def stdio_connection(env: dict[str, str], *args: str) -> McpConnection:
 
 
 class HttpServer:
-    """``python -m memvault.mcp --transport http`` on a free port, as a subprocess. Its
+    """``python -m memvault_client.mcp --transport http`` on a free port, as a subprocess. Its
     bearer secret is ``MEMVAULT_MCP_AUTH_TOKEN``, a random one unless ``configure_secret``
     is false (then the server makes one; the test sets :attr:`secret` from where it is)."""
 
@@ -133,7 +133,7 @@ class HttpServer:
             [
                 sys.executable,
                 "-m",
-                "memvault.mcp",
+                "memvault_client.mcp",
                 "--transport",
                 "http",
                 "--port",

@@ -260,7 +260,7 @@ def test_memvault_never_needs_the_mcp_sdk(stack: RunningStack) -> None:
     program = (
         "import sys\n"
         "sys.modules['mcp'] = sys.modules['mcp_types'] = None\n"
-        "import memvault, memvault.client, memvault.mcp, memvault.mcp.tools\n"
+        "import memvault, memvault_client, memvault_client.mcp, memvault_client.mcp.tools\n"
         "from memvault_local.cli import _parser, main\n"
         "_parser().parse_args(['mcp'])\n"
         "sys.exit(main(['mcp']))\n"

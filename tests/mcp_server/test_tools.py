@@ -1,6 +1,6 @@
 """The MCP tools against the real local stack, driven by the MCP SDK's client over both
 transports: ``memvault mcp`` over stdio (launched by ``stdio_client``) and
-``python -m memvault.mcp --transport http`` (``streamable_http_client``). Every test
+``python -m memvault_client.mcp --transport http`` (``streamable_http_client``). Every test
 runs on each; the token is bound to one subject, so no tool takes a subject."""
 
 from __future__ import annotations
@@ -13,13 +13,13 @@ import pytest
 from pydantic import BaseModel, TypeAdapter
 
 from memvault.api.routes.params import MemoryPath, RunPath
-from memvault.client import MemvaultClient, NotFound
-from memvault.mcp.tools import MEMORY_HEADER, RUN_HEADER
-from memvault.models.context import ContextRequest
-from memvault.models.memory import MemoryPatch, MemoryWrite
-from memvault.models.recall import RecallRequest
-from memvault.models.run import Advance
+from memvault_client import MemvaultClient, NotFound
+from memvault_client.mcp.tools import MEMORY_HEADER, RUN_HEADER
 from memvault_local.process import RunningStack
+from memvault_wire.context import ContextRequest
+from memvault_wire.memory import MemoryPatch, MemoryWrite
+from memvault_wire.recall import RecallRequest
+from memvault_wire.run import Advance
 from tests.client.conftest import mint
 from tests.mcp_server.conftest import (
     HttpServer,

@@ -695,7 +695,7 @@ MUTANTS: tuple[Mutant, ...] = (
     ),
     Mutant(
         id="langgraph-writes-land-off-the-thread-line",
-        path="layers/memvault/langgraph/saver.py",
+        path="clients/python/memvault_client/langgraph/saver.py",
         original='        if states and states[-1]["checkpoint_id"] == checkpoint_id:\n',
         replacement="        if states:\n",
         kill=(

@@ -64,13 +64,13 @@ from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.identity.claims import Claims
 from memvault.indexing.indexer import Indexer
-from memvault.models.memory import Sensitivity
-from memvault.models.run import TERMINAL, TRANSITIONS, RunStatus
 from memvault.observability import logger
 from memvault.search.embedded import EmbeddedIndex
 from memvault.storage.sqlite.db import OutboxFeed
 from memvault.wiring import build_services
 from memvault_local.outbox_pump import OutboxPump
+from memvault_wire.memory import Sensitivity
+from memvault_wire.run import TERMINAL, TRANSITIONS, RunStatus
 from tests.support import reliability
 from tests.support.api import Answer, call, claims
 from tests.support.artifacts import put

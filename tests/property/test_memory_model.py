@@ -19,8 +19,8 @@ from hypothesis.stateful import (
 )
 from moto import mock_aws
 
-from memvault.errors import NotFound, VersionConflict
-from memvault.models.memory import MemoryPatch, MemoryWrite
+from memvault_wire.errors import NotFound, VersionConflict
+from memvault_wire.memory import MemoryPatch, MemoryWrite
 from tests.support.harness import a_write, ctx, make_service
 
 TENANTS = ("acme", "globex")

@@ -10,9 +10,9 @@ from hypothesis import HealthCheck, settings
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 from moto import mock_aws
 
-from memvault.errors import IllegalTransition, OperationConflict, VersionConflict
 from memvault.models.access import Scope
-from memvault.models.run import (
+from memvault_wire.errors import IllegalTransition, OperationConflict, VersionConflict
+from memvault_wire.run import (
     OPERATION_TRANSITIONS,
     TERMINAL,
     TRANSITIONS,

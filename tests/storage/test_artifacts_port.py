@@ -20,8 +20,6 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from memvault.models.artifact import ArtifactState
-from memvault.models.memory import Sensitivity
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb import artifacts as dynamo_artifacts
 from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
@@ -34,6 +32,8 @@ from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
+from memvault_wire.artifact import ArtifactState
+from memvault_wire.memory import Sensitivity
 from tests.support.backends import STORES
 from tests.support.harness import SerializedClient
 

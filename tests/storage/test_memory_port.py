@@ -13,19 +13,6 @@ from typing import Any
 
 import pytest
 
-from memvault.models.memory import (
-    CopyState,
-    DeletionJob,
-    DeletionScope,
-    DeletionState,
-    IndexStatus,
-    Memory,
-    MemoryKind,
-    MemoryStatus,
-    Sensitivity,
-    Source,
-    SourceType,
-)
 from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.ports.changes import ChangeKind
@@ -43,6 +30,19 @@ from memvault.storage.ports.memory import (
 )
 from memvault.storage.sqlite.db import Database, OutboxFeed
 from memvault.storage.sqlite.memory import SqliteMemoryStore
+from memvault_wire.memory import (
+    CopyState,
+    DeletionJob,
+    DeletionScope,
+    DeletionState,
+    IndexStatus,
+    Memory,
+    MemoryKind,
+    MemoryStatus,
+    Sensitivity,
+    Source,
+    SourceType,
+)
 from tests.support.backends import STORES
 
 NOW = datetime(2026, 3, 1, 12, 0, tzinfo=UTC)

@@ -27,7 +27,6 @@ import pytest
 from moto import mock_aws
 
 from memvault.clock import iso
-from memvault.models.run import ArtifactRef, Checkpoint, Operation, OperationStatus, RunStatus
 from memvault.storage.dynamo import Dynamo, from_item, key, to_item
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.runs import DynamoRunStore
@@ -47,6 +46,7 @@ from memvault.storage.sqlite.runs import SqliteRunStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.tables import ARTIFACTS, MEMORY, RUNS, create_tables, physical_name
 from memvault_local.sweeper import TtlSweeper
+from memvault_wire.run import ArtifactRef, Checkpoint, Operation, OperationStatus, RunStatus
 from tests.support.backends import STORES
 from tests.support.harness import SerializedClient
 
@@ -843,10 +843,10 @@ class NeverForgotten:
 def test_the_run_service_keeps_its_rules_on_either_store(backend: Backend) -> None:
     """The service speaks only the port: the same rules hold whichever store is wired."""
     from memvault.config import Settings
-    from memvault.errors import ArtifactNotCommitted, IdempotencyKeyReused, VersionConflict
     from memvault.models.access import Scope
-    from memvault.models.run import Advance, CreateRun, RecordOperation, RunEvent
     from memvault.services.runs import RunService
+    from memvault_wire.errors import ArtifactNotCommitted, IdempotencyKeyReused, VersionConflict
+    from memvault_wire.run import Advance, CreateRun, RecordOperation, RunEvent
     from tests.support.harness import FakeClock, ctx
 
     runs = RunService(backend.store, Settings(), FakeClock(NOW), NeverForgotten())

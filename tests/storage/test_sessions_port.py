@@ -21,9 +21,6 @@ import moto
 import pytest
 
 from memvault.config import Settings
-from memvault.errors import IdempotencyKeyReused, NotFound, SessionExpired
-from memvault.models.memory import DeletionJob, DeletionScope, DeletionState
-from memvault.models.session import AppendMessage, PutSummary, Role
 from memvault.services.deletion import SessionsStep
 from memvault.services.sessions import SessionService
 from memvault.storage.dynamo import Dynamo
@@ -38,6 +35,9 @@ from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.sqlite.sessions import SqliteSessionStore
 from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
+from memvault_wire.errors import IdempotencyKeyReused, NotFound, SessionExpired
+from memvault_wire.memory import DeletionJob, DeletionScope, DeletionState
+from memvault_wire.session import AppendMessage, PutSummary, Role
 from tests.support.backends import STORES
 from tests.support.harness import FakeClock, SerializedClient, ctx
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import requests
 
-from memvault.models.artifact import StartUpload
 from memvault.services.artifacts import ArtifactService
+from memvault_wire.artifact import StartUpload
 
 
 def committed_artifact(

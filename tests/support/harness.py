@@ -12,12 +12,12 @@ from botocore.config import Config
 
 from memvault.config import Settings
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import MemoryWrite, Sensitivity
 from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
 from memvault.storage.tables import create_tables
 from memvault.wiring import build_services
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
+from memvault_wire.memory import MemoryWrite, Sensitivity
 
 ALL_SCOPES = frozenset(Scope) - {Scope.SUBJECTS_ANY}
 

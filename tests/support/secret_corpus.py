@@ -36,8 +36,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
-from memvault.models.memory import Sensitivity, Source, SourceType
 from memvault.policy import secrets, write_policy
+from memvault_wire.memory import Sensitivity, Source, SourceType
 
 ROOT = Path(__file__).resolve().parents[2]
 DATA = ROOT / "tests" / "data"

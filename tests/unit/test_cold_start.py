@@ -64,7 +64,7 @@ print(json.dumps({{"modules": modules, "built_models": built}}))
 
 def _import_in_a_fresh_interpreter(name: str) -> dict[str, list[str]]:
     env = {k: v for k, v in os.environ.items() if k != "LAMBDA_TASK_ROOT"}
-    env["PYTHONPATH"] = os.pathsep.join(["layers", "local", "."])
+    env["PYTHONPATH"] = os.pathsep.join(["layers", "wire", "local", "."])
     out = subprocess.run(
         [sys.executable, "-c", PROBE.format(name=name)],
         cwd=ROOT,

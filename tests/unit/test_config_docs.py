@@ -17,7 +17,7 @@ import pytest
 from pydantic import Field
 
 from memvault.config import Settings
-from memvault.errors import ALL_ERRORS
+from memvault_wire.errors import ALL_ERRORS
 from tests.support.scripts import load_script
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from memvault.errors import Unauthorized
 from memvault_local.cli import main
 from memvault_local.devkeys import DevKey
+from memvault_wire.errors import Unauthorized
 
 
 def test_a_dev_token_is_accepted_and_one_longer_than_a_day_is_not_minted(

@@ -22,7 +22,19 @@ README_MAX_LINES = 220
 #: Folders whose files are corpora or data: they quote made-up paths on purpose.
 DATA = ("tests/data/",)
 #: Top-level folders a path in a code span may start with; such a path must exist.
-REPO_DIRS = ("layers", "local", "infra", "functions", "bench", "scripts", "tests", "docs", "events")
+REPO_DIRS = (
+    "layers",
+    "wire",
+    "clients",
+    "local",
+    "infra",
+    "functions",
+    "bench",
+    "scripts",
+    "tests",
+    "docs",
+    "events",
+)
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.DOTALL | re.MULTILINE)
 LINK = re.compile(r"!?\[(?:[^\[\]]|\[[^\]]*\])*\]\(([^)\s]+)(?:\s+\"[^\"]*\")?\)")

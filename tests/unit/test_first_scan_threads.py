@@ -40,7 +40,7 @@ sys.exit(1 if errors else 0)
 
 
 def test_two_dozen_threads_making_their_first_scans_at_once_all_get_answers() -> None:
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["layers", "local", "."])}
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(["layers", "wire", "local", "."])}
     for _ in range(3):  # a fresh interpreter each time: the first scan is what is tested
         run = subprocess.run(
             [sys.executable, "-c", SCRIPT], cwd=ROOT, env=env, capture_output=True, text=True

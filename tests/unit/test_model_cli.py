@@ -25,7 +25,7 @@ REPO = Path(__file__).resolve().parents[2]
 def memvault(
     *args: str, tmp_path: Path, hide_weights: bool = False
 ) -> subprocess.CompletedProcess[str]:
-    paths = [str(REPO / "layers"), str(REPO / "local")]
+    paths = [str(REPO / "layers"), str(REPO / "wire"), str(REPO / "local")]
     if hide_weights:
         site = tmp_path / "site"
         site.mkdir(exist_ok=True)

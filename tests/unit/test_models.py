@@ -8,7 +8,7 @@ import pytest
 from pydantic import ValidationError
 
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import (
+from memvault_wire.memory import (
     CopyState,
     CopyStatus,
     MemoryPatch,

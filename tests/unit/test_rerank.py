@@ -16,9 +16,9 @@ from moto import mock_aws
 
 from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.models.recall import RecallRequest
 from memvault.search.rerank import BedrockReranker
 from memvault.wiring import reranker_from_settings
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
 

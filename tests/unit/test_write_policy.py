@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from memvault.config import Settings
-from memvault.errors import ConsentRequired, SecretDetected, ValidationFailed
-from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
 from memvault.policy import write_policy
 from memvault.policy.pii import find_pii, find_structured_pii
+from memvault_wire.errors import ConsentRequired, SecretDetected, ValidationFailed
+from memvault_wire.memory import MemoryStatus, Sensitivity, Source, SourceType
 from tests.support.harness import FakeClock
 
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent
 
-from memvault.errors import Unauthorized
 from memvault.identity.claims import Claims
 from memvault.models.access import AccessContext
+from memvault_wire.errors import Unauthorized
 
 
 def caller(event: APIGatewayProxyEvent) -> AccessContext:

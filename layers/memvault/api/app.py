@@ -27,15 +27,15 @@ from memvault.api.routes import (
     traces,
 )
 from memvault.api.routes.health import PUBLIC_PATHS
-from memvault.errors import (
+from memvault.observability import logger, metrics
+from memvault_wire.errors import (
     MediaTypeNotAllowed,
     MemvaultError,
     NotFound,
     PayloadTooLarge,
     ValidationFailed,
 )
-from memvault.models.types import invisible_char
-from memvault.observability import logger, metrics
+from memvault_wire.types import invisible_char
 
 app = APIGatewayRestResolver(enable_validation=True, json_body_deserializer=json_body.loads)
 # The security scheme is given where the document is built (``openapi_json``): its model

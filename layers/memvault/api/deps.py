@@ -13,7 +13,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Protocol
 
 from memvault.api.access import caller
-from memvault.errors import InternalError
+from memvault_wire.errors import InternalError
 
 if TYPE_CHECKING:
     from aws_lambda_powertools.utilities.data_classes import APIGatewayProxyEvent

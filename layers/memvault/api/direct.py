@@ -17,9 +17,9 @@ from typing import TYPE_CHECKING, Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from memvault.api.events import proxy_event
-from memvault.api.operations import OPERATIONS
-from memvault.errors import MemvaultError, Unauthorized, ValidationFailed
 from memvault.identity.claims import Claims
+from memvault_wire.errors import MemvaultError, Unauthorized, ValidationFailed
+from memvault_wire.operations import OPERATIONS
 
 if TYPE_CHECKING:
     from memvault.config import Settings

@@ -8,8 +8,8 @@ from typing import Any
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.types import OpenAPIResponse
 
-from memvault.api.schemas import ErrorBody
-from memvault.errors import ALL_ERRORS, InternalError, MemvaultError, ValidationFailed
+from memvault_wire.errors import ALL_ERRORS, InternalError, MemvaultError, ValidationFailed
+from memvault_wire.schemas import ErrorBody
 
 
 def error_response(err: MemvaultError, headers: dict[str, str] | None = None) -> Response[Any]:

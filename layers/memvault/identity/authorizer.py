@@ -5,8 +5,8 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any, Protocol
 
-from memvault.errors import Unauthorized
 from memvault.observability import logger
+from memvault_wire.errors import Unauthorized
 
 if TYPE_CHECKING:
     from memvault.identity.claims import Claims

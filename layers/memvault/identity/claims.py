@@ -10,10 +10,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from memvault.errors import Unauthorized
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Sensitivity
-from memvault.models.types import AgentRole, SubjectId, TenantId
+from memvault_wire.errors import Unauthorized
+from memvault_wire.memory import Sensitivity
+from memvault_wire.types import AgentRole, SubjectId, TenantId
 
 _READABLE_LEVELS = (Sensitivity.PUBLIC, Sensitivity.INTERNAL, Sensitivity.PII)
 

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 import jwt
 
 from memvault.config import Settings
-from memvault.errors import Unauthorized
 from memvault.identity.claims import Claims
+from memvault_wire.errors import Unauthorized
 
 
 class SigningKeys(Protocol):

@@ -17,12 +17,12 @@ from typing import Any
 
 from memvault.clock import Clock
 from memvault.embeddings import Embedder
-from memvault.models.memory import IndexStatus
 from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_images
 from memvault.storage.ports.changes import Change
 from memvault.storage.ports.memory import IndexStatusUpdate, MemoryStore
+from memvault_wire.memory import IndexStatus
 
 
 @dataclass

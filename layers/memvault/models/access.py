@@ -6,9 +6,9 @@ from enum import StrEnum
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from memvault.errors import Forbidden, ValidationFailed
-from memvault.models.memory import Sensitivity
-from memvault.models.types import AgentRole, SubjectId, TenantId
+from memvault_wire.errors import Forbidden, ValidationFailed
+from memvault_wire.memory import Sensitivity
+from memvault_wire.types import AgentRole, SubjectId, TenantId
 
 
 class Scope(StrEnum):

@@ -6,9 +6,11 @@ version to a recall that returned it, and feedback on a recall. The store's port
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field
 from datetime import datetime
 from typing import Any
+
+from memvault_wire.trace import FeedbackOut, LastUseOut, RecallTraceOut, ServedByOut
 
 
 @dataclass(frozen=True)
@@ -90,3 +92,44 @@ class Feedback:
     #: The version a correction sent with the feedback made, if any.
     correction_memory_id: str | None = None
     correction_version: int | None = None
+
+
+def recall_trace_out(t: RecallTrace, readable: set[str] | None = None) -> RecallTraceOut:
+    """The trace as the API shows it. ``readable``: the memory ids the reader may read;
+    others are withheld (counted, never named)."""
+    data = asdict(t)
+    data.pop("tenant_id")
+    if readable is not None:
+        data["returned"] = [r for r in data["returned"] if r["memory_id"] in readable]
+        data["withheld"] = len(t.returned) - len(data["returned"])
+        shown = [d for d in data["dropped"] if d["memory_id"] in readable]
+        data["dropped_withheld"] = len(data["dropped"]) - len(shown)
+        data["dropped"] = shown
+    return RecallTraceOut.model_validate(data)
+
+
+def feedback_out(f: Feedback) -> FeedbackOut:
+    data = asdict(f)
+    data.pop("tenant_id")
+    return FeedbackOut.model_validate(data)
+
+
+def served_by_out(link: ServedLink) -> ServedByOut:
+    return ServedByOut(
+        recall_id=link.recall_id,
+        rank=link.rank,
+        at=link.at,
+        run_id=link.run_id,
+        task_id=link.task_id,
+    )
+
+
+def last_use_out(link: ServedLink) -> LastUseOut:
+    return LastUseOut(
+        at=link.at,
+        recall_id=link.recall_id,
+        memory_id=link.memory_id,
+        version=link.version,
+        run_id=link.run_id,
+        task_id=link.task_id,
+    )

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from memvault.errors import ValidationFailed
 from memvault.policy.secret_context import BASE64_RUN, base64_text
 from memvault.policy.secret_patterns import normalise
 from memvault.policy.secret_views import collapsed
+from memvault_wire.errors import ValidationFailed
 
 _EMAIL = re.compile(r"[A-Za-z0-9._%+-]+@[A-Za-z0-9.-]+\.[A-Za-z]{2,}")
 _CARD = re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])")

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 from enum import StrEnum
 
-from memvault.errors import ProvenanceNotAllowed, ValidationFailed
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
+from memvault_wire.errors import ProvenanceNotAllowed, ValidationFailed
+from memvault_wire.memory import MemoryStatus, Sensitivity, Source, SourceType
 
 
 class Caller(StrEnum):

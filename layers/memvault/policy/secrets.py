@@ -29,11 +29,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
-from memvault.errors import SecretDetected
 from memvault.policy.secret_context import context_secrets
 from memvault.policy.secret_patterns import mask_references, matches, normalise
 from memvault.policy.secret_values import common_password, is_documentation_example, is_mask
 from memvault.policy.secret_views import MAX_VIEW_CHARS, split_tokens, structured, unwrapped
+from memvault_wire.errors import SecretDetected
 
 _DISABLED = {
     "Base64HighEntropyString",

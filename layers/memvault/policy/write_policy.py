@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from memvault.config import Settings
-from memvault.errors import ConsentRequired, SecretDetected, ValidationFailed
-from memvault.models.memory import MemoryStatus, Sensitivity, Source, SourceType
 from memvault.policy.pii import PiiFinding, find_pii, find_structured_pii, personal_id_findings
 from memvault.policy.secrets import find_secrets
+from memvault_wire.errors import ConsentRequired, SecretDetected, ValidationFailed
+from memvault_wire.memory import MemoryStatus, Sensitivity, Source, SourceType
 
 
 @dataclass(frozen=True)

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
 
-from memvault.models.memory import MemoryStatus, Sensitivity
+from memvault_wire.memory import MemoryStatus, Sensitivity
 
 
 class Stage(IntEnum):

@@ -28,7 +28,23 @@ from typing import Protocol
 
 from memvault.clock import Clock, IdSource, made_after_forget
 from memvault.config import Settings
-from memvault.errors import (
+from memvault.models.access import AccessContext, Scope
+from memvault.observability import logger
+from memvault.policy.pii import find_pii, refuse_personal_ids
+from memvault.policy.secrets import refuse_secrets
+from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
+from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault.storage.ports.memory import ForgetState
+from memvault.storage.ports.objects import ObjectRef, ObjectStore
+from memvault_wire.artifact import (
+    Artifact,
+    ArtifactOut,
+    ArtifactState,
+    Download,
+    StartUpload,
+    Upload,
+)
+from memvault_wire.errors import (
     ArtifactReferenced,
     ChecksumMismatch,
     ConsentRequired,
@@ -41,16 +57,7 @@ from memvault.errors import (
     UploadIncomplete,
     VersionConflict,
 )
-from memvault.models.access import AccessContext, Scope
-from memvault.models.artifact import (
-    Artifact,
-    ArtifactOut,
-    ArtifactState,
-    Download,
-    StartUpload,
-    Upload,
-)
-from memvault.models.memory import (
+from memvault_wire.memory import (
     CopyState,
     CopyStatus,
     DeletionJob,
@@ -58,13 +65,6 @@ from memvault.models.memory import (
     DeletionState,
     Sensitivity,
 )
-from memvault.observability import logger
-from memvault.policy.pii import find_pii, refuse_personal_ids
-from memvault.policy.secrets import refuse_secrets
-from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
-from memvault.storage.ports.errors import ConditionFailed, Conflict
-from memvault.storage.ports.memory import ForgetState
-from memvault.storage.ports.objects import ObjectRef, ObjectStore
 
 _NOT_FOUND = "no such artifact for this subject"
 #: Seconds past an upload URL's expiry that the service still expects a PUT through it:

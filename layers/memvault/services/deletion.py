@@ -17,7 +17,6 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memvault.clock import Clock
-from memvault.models.memory import CopyState, DeletionJob, DeletionScope, DeletionState
 from memvault.observability import logger, metrics
 from memvault.search.backend import FAILED, SearchIndex
 from memvault.search.documents import IndexOp, Stage
@@ -27,6 +26,7 @@ from memvault.storage.ports.memory import Chain, MemoryRecords
 from memvault.storage.ports.runs import RunStore
 from memvault.storage.ports.sessions import SessionStore
 from memvault.storage.ports.traces import TraceStore
+from memvault_wire.memory import CopyState, DeletionJob, DeletionScope, DeletionState
 
 #: Copies a new job starts with, and the state each starts in: every pipeline step's
 #: copy, and the copies that never hold content.

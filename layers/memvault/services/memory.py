@@ -19,31 +19,7 @@ from typing import Any
 
 from memvault.clock import Clock, IdSource, iso, made_after_forget
 from memvault.config import Settings
-from memvault.errors import (
-    ArtifactNotCommitted,
-    FactNotWritable,
-    Forbidden,
-    IdempotencyKeyReused,
-    NotFound,
-    ValidationFailed,
-    VersionConflict,
-)
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import (
-    CopyStatus,
-    DeletionJob,
-    DeletionScope,
-    DeletionState,
-    IndexStatus,
-    Memory,
-    MemoryPage,
-    MemoryPatch,
-    MemoryStatus,
-    MemoryWrite,
-    Sensitivity,
-    Source,
-    SourceType,
-)
 from memvault.observability import logger
 from memvault.policy import provenance, write_policy
 from memvault.policy.pii import refuse_personal_ids
@@ -64,6 +40,30 @@ from memvault.storage.ports.memory import (
     request_memory_id,
 )
 from memvault.storage.ports.traces import TraceStore
+from memvault_wire.errors import (
+    ArtifactNotCommitted,
+    FactNotWritable,
+    Forbidden,
+    IdempotencyKeyReused,
+    NotFound,
+    ValidationFailed,
+    VersionConflict,
+)
+from memvault_wire.memory import (
+    CopyStatus,
+    DeletionJob,
+    DeletionScope,
+    DeletionState,
+    IndexStatus,
+    Memory,
+    MemoryPage,
+    MemoryPatch,
+    MemoryStatus,
+    MemoryWrite,
+    Sensitivity,
+    Source,
+    SourceType,
+)
 
 _MEMORY_ID = re.compile(r"mem_[0-9a-f]{32}")
 _NOT_FOUND = "no readable memory with this id for this subject"

@@ -21,17 +21,7 @@ from typing import Any
 from memvault.clock import Clock, IdSource, RandomIds, iso
 from memvault.config import Settings
 from memvault.embeddings import Embedder
-from memvault.errors import SearchUnavailable
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Memory, MemoryKind, MemoryStatus, SourceType
-from memvault.models.recall import (
-    Conflict,
-    MatchReason,
-    Provenance,
-    RecalledItem,
-    RecallRequest,
-    RecallResult,
-)
 from memvault.models.trace_records import DroppedCandidate, RecallTrace, ServedItem
 from memvault.observability import logger
 from memvault.policy.pii import refuse_personal_ids
@@ -42,6 +32,16 @@ from memvault.search.rerank import Reranker
 from memvault.search.text import tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
 from memvault.storage.ports.traces import TraceStore
+from memvault_wire.errors import SearchUnavailable
+from memvault_wire.memory import Memory, MemoryKind, MemoryStatus, SourceType
+from memvault_wire.recall import (
+    Conflict,
+    MatchReason,
+    Provenance,
+    RecalledItem,
+    RecallRequest,
+    RecallResult,
+)
 
 #: Keyword searches sent to a remote index while the query is embedded (one per recall in
 #: flight; a Lambda environment serves one request at a time).

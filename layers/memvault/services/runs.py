@@ -19,36 +19,7 @@ from typing import Any
 
 from memvault.clock import Clock, iso, made_after_forget, parse_iso
 from memvault.config import Settings
-from memvault.errors import (
-    ArtifactNotCommitted,
-    ConsentRequired,
-    Forbidden,
-    IdempotencyKeyReused,
-    IllegalTransition,
-    NotFound,
-    OperationConflict,
-    PayloadTooLarge,
-    ValidationFailed,
-    VersionConflict,
-)
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Sensitivity
-from memvault.models.run import (
-    CONTENT_FIELDS,
-    KNOWN_EVENTS,
-    OPERATION_TRANSITIONS,
-    TERMINAL,
-    TRANSITIONS,
-    Advance,
-    ArtifactRef,
-    Checkpoint,
-    CreateRun,
-    Operation,
-    OperationStatus,
-    RecordOperation,
-    RunEvent,
-    RunStatus,
-)
 from memvault.observability import logger
 from memvault.policy.pii import PiiFinding, find_pii, find_structured_pii, refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets, structured_fields
@@ -64,6 +35,35 @@ from memvault.storage.ports.runs import (
     StoredRun,
     epoch_of,
     run_key,
+)
+from memvault_wire.errors import (
+    ArtifactNotCommitted,
+    ConsentRequired,
+    Forbidden,
+    IdempotencyKeyReused,
+    IllegalTransition,
+    NotFound,
+    OperationConflict,
+    PayloadTooLarge,
+    ValidationFailed,
+    VersionConflict,
+)
+from memvault_wire.memory import Sensitivity
+from memvault_wire.run import (
+    CONTENT_FIELDS,
+    KNOWN_EVENTS,
+    OPERATION_TRANSITIONS,
+    TERMINAL,
+    TRANSITIONS,
+    Advance,
+    ArtifactRef,
+    Checkpoint,
+    CreateRun,
+    Operation,
+    OperationStatus,
+    RecordOperation,
+    RunEvent,
+    RunStatus,
 )
 
 _NOT_FOUND = "no run with this id"

@@ -30,26 +30,7 @@ from datetime import datetime, timedelta
 
 from memvault.clock import Clock, iso, made_after_forget
 from memvault.config import Settings
-from memvault.errors import (
-    ConsentRequired,
-    Forbidden,
-    IdempotencyKeyReused,
-    NotFound,
-    ProvenanceNotAllowed,
-    SessionExpired,
-    ValidationFailed,
-    VersionConflict,
-)
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Sensitivity
-from memvault.models.session import (
-    AppendMessage,
-    Message,
-    PutSummary,
-    Role,
-    Session,
-    Summary,
-)
 from memvault.observability import logger
 from memvault.policy import provenance
 from memvault.policy.pii import find_pii, refuse_personal_ids
@@ -63,6 +44,25 @@ from memvault.storage.ports.sessions import (
     SessionStore,
     StoredMessage,
     StoredSummary,
+)
+from memvault_wire.errors import (
+    ConsentRequired,
+    Forbidden,
+    IdempotencyKeyReused,
+    NotFound,
+    ProvenanceNotAllowed,
+    SessionExpired,
+    ValidationFailed,
+    VersionConflict,
+)
+from memvault_wire.memory import Sensitivity
+from memvault_wire.session import (
+    AppendMessage,
+    Message,
+    PutSummary,
+    Role,
+    Session,
+    Summary,
 )
 
 #: Compare-and-set rounds an append tries before answering 409: enough for dozens of

@@ -10,24 +10,30 @@ from datetime import datetime, timedelta
 
 from memvault.clock import Clock, IdSource
 from memvault.config import Settings
-from memvault.errors import NotFound, ValidationFailed
 from memvault.models.access import AccessContext, Scope
-from memvault.models.memory import Memory, Sensitivity
-from memvault.models.trace import (
+from memvault.models.trace_records import (
+    Feedback,
+    ServedLink,
+    feedback_out,
+    last_use_out,
+    recall_trace_out,
+    served_by_out,
+)
+from memvault.observability import logger
+from memvault.services.memory import MemoryService
+from memvault.storage.ports.memory import Chain, MemoryRecords
+from memvault.storage.ports.traces import TraceStore
+from memvault_wire.errors import NotFound, ValidationFailed
+from memvault_wire.memory import Memory, Sensitivity
+from memvault_wire.trace import (
     FeedbackOut,
     FeedbackRequest,
-    LastUseOut,
     MemoryTraceOut,
     RecallTraceOut,
     ServedByOut,
     TraceEventOut,
     TraceVersionOut,
 )
-from memvault.models.trace_records import Feedback, ServedLink
-from memvault.observability import logger
-from memvault.services.memory import MemoryService
-from memvault.storage.ports.memory import Chain, MemoryRecords
-from memvault.storage.ports.traces import TraceStore
 
 _NO_RECALL = "no recall with this id for this subject"
 _NO_MEMORY = "no readable memory with this id for this subject"
@@ -76,7 +82,7 @@ class TraceService:
         # whose versions were purged. Reasons and counts stay.
         named = [s.memory_id for s in trace.returned]
         named += [d.memory_id for d in trace.dropped if d.memory_id]
-        return RecallTraceOut.of(trace, self.memory.shown_versions(ctx, subject, named))
+        return recall_trace_out(trace, self.memory.shown_versions(ctx, subject, named))
 
     def memory_trace(self, ctx: AccessContext, subject_id: str, memory_id: str) -> MemoryTraceOut:
         ctx.require(Scope.MEMORY_READ)
@@ -104,9 +110,9 @@ class TraceService:
             current_version=chain.current_version,
             versions=versions,
             events=events,
-            last_used=LastUseOut.of(links[0]) if links else None,
+            last_used=last_use_out(links[0]) if links else None,
             feedback=[
-                FeedbackOut.of(f)
+                feedback_out(f)
                 for f in self.traces.feedback(t, subject_id, now, chain_id=chain.chain_id)
                 if visible(f.memory_id)
             ],
@@ -166,7 +172,7 @@ class TraceService:
         """Each version listed, with the recalls that served it."""
         by_version: dict[str, list[ServedByOut]] = {}
         for link in links:
-            by_version.setdefault(link.memory_id, []).append(ServedByOut.of(link))
+            by_version.setdefault(link.memory_id, []).append(served_by_out(link))
         return [
             TraceVersionOut(
                 memory_id=m.memory_id,
@@ -207,7 +213,7 @@ class TraceService:
         ctx.require(Scope.MEMORY_READ)
         ctx.require_subject(subject_id)
         found = self.traces.feedback(ctx.tenant_id, subject_id, self.clock.now(), limit=limit)
-        return [FeedbackOut.of(f) for f in found if self._may_read(ctx, subject_id, f.memory_id)]
+        return [feedback_out(f) for f in found if self._may_read(ctx, subject_id, f.memory_id)]
 
     def _may_read(self, ctx: AccessContext, subject_id: str, memory_id: str) -> bool:
         """Feedback shows to those who may read its memory now, as the memory would."""
@@ -267,7 +273,7 @@ class TraceService:
                 "verdict": req.verdict,
             },
         )
-        return FeedbackOut.of(feedback)
+        return feedback_out(feedback)
 
     def _served_version(
         self, t: str, subject_id: str, chain_id: str, req: FeedbackRequest, now: datetime

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import (
+from memvault_wire.memory import (
     CopyEvent,
     CopyState,
     CopyStatus,

@@ -12,7 +12,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from memvault.errors import InternalError, Throttled
+from memvault_wire.errors import InternalError, Throttled
 
 _SER = TypeSerializer()
 _DE = TypeDeserializer()

@@ -12,8 +12,8 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import SubjectPath
-from memvault.api.schemas import DeletionOut
-from memvault.models.artifact import ArtifactOut, StartUpload
+from memvault_wire.artifact import ArtifactOut, StartUpload
+from memvault_wire.schemas import DeletionOut
 
 router = APIGatewayRouter()
 BASE = "/v1/subjects/<subject_id>/artifacts"

@@ -8,7 +8,7 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import SubjectPath
-from memvault.models.context import AssembledContext, ContextRequest, Manifest
+from memvault_wire.context import AssembledContext, ContextRequest, Manifest
 
 router = APIGatewayRouter()
 TAGS = ["context"]

@@ -8,7 +8,7 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import DeletionPath
-from memvault.api.schemas import DeletionOut
+from memvault_wire.schemas import DeletionOut
 
 router = APIGatewayRouter()
 

@@ -7,7 +7,7 @@ from aws_lambda_powertools.event_handler.router import APIGatewayRouter
 
 from memvault import __version__
 from memvault.api.deps import deps
-from memvault.api.schemas import HealthOut
+from memvault_wire.schemas import HealthOut
 
 router = APIGatewayRouter()
 PUBLIC_PATHS = frozenset({"/v1/health", "/v1/openapi.json"})

@@ -12,10 +12,10 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import MemoryPath, SubjectPath
-from memvault.api.schemas import DeletionOut, ExportOut, HistoryOut, MemoryListOut, MemoryOut
-from memvault.models.memory import MemoryKind, MemoryPatch, MemoryWrite
-from memvault.models.types import CanonicalKey, Tag
 from memvault.observability import metrics
+from memvault_wire.memory import MemoryKind, MemoryPatch, MemoryWrite
+from memvault_wire.schemas import DeletionOut, ExportOut, HistoryOut, MemoryListOut, MemoryOut
+from memvault_wire.types import CanonicalKey, Tag
 
 router = APIGatewayRouter()
 BASE = "/v1/subjects/<subject_id>/memories"

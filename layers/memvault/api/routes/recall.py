@@ -9,9 +9,9 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import SubjectPath
-from memvault.api.schemas import RecallOut
-from memvault.models.recall import RecallRequest
 from memvault.observability import metrics
+from memvault_wire.recall import RecallRequest
+from memvault_wire.schemas import RecallOut
 
 router = APIGatewayRouter()
 

@@ -12,8 +12,7 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import OperationPath, RunPath, RunSubjectQuery
-from memvault.api.schemas import EventOut, RunEventListOut, RunEventOut
-from memvault.models.run import (
+from memvault_wire.run import (
     Advance,
     Checkpoint,
     CreateRun,
@@ -21,6 +20,7 @@ from memvault.models.run import (
     RecordOperation,
     RunEvent,
 )
+from memvault_wire.schemas import EventOut, RunEventListOut, RunEventOut
 
 router = APIGatewayRouter()
 TAGS = ["runs"]

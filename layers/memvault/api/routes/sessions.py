@@ -9,8 +9,8 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import SessionPath, SubjectPath
-from memvault.api.schemas import SessionEnded
-from memvault.models.session import AppendMessage, PutSummary, Session
+from memvault_wire.schemas import SessionEnded
+from memvault_wire.session import AppendMessage, PutSummary, Session
 
 router = APIGatewayRouter()
 BASE = "/v1/subjects/<subject_id>/sessions/<session_id>"

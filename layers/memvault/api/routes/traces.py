@@ -14,7 +14,7 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import MemoryPath, RunSubjectQuery, SubjectPath
-from memvault.models.trace import (
+from memvault_wire.trace import (
     FeedbackListOut,
     FeedbackOut,
     FeedbackRequest,

@@ -20,8 +20,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from memvault.clock import iso, parse_iso
-from memvault.models.artifact import ArtifactState
-from memvault.models.memory import Sensitivity
 from memvault.storage.dynamo import (
     Dynamo,
     TransactionConflict,
@@ -36,6 +34,8 @@ from memvault.storage.dynamodb.subjects import EPOCH, epoch_check
 from memvault.storage.ports.artifacts import ArtifactRecord, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import purged_by
+from memvault_wire.artifact import ArtifactState
+from memvault_wire.memory import Sensitivity
 
 TABLE = "artifacts"
 ARTIFACT_PREFIX = "ART#"

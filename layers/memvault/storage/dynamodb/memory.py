@@ -14,13 +14,6 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import (
-    CopyState,
-    DeletionJob,
-    DeletionState,
-    Memory,
-    MemoryStatus,
-)
 from memvault.storage import keys
 from memvault.storage.codec import job_from_item, job_to_item, memory_from_item, memory_to_item
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
@@ -40,6 +33,13 @@ from memvault.storage.ports.memory import (
     StoredVersion,
     keyed_chain_slot,
     request_memory_id,
+)
+from memvault_wire.memory import (
+    CopyState,
+    DeletionJob,
+    DeletionState,
+    Memory,
+    MemoryStatus,
 )
 
 #: What each labelled transaction item's failed condition means.

@@ -17,8 +17,6 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import Sensitivity
-from memvault.models.run import Checkpoint, Operation, OperationStatus
 from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.dynamodb.artifacts import add_reference
 from memvault.storage.dynamodb.subjects import EPOCH, epoch_check
@@ -35,6 +33,8 @@ from memvault.storage.ports.runs import (
     live,
     run_reference,
 )
+from memvault_wire.memory import Sensitivity
+from memvault_wire.run import Checkpoint, Operation, OperationStatus
 
 TABLE = "runs"
 CHECKPOINT = "CHECKPOINT"

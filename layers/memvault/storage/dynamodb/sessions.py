@@ -21,8 +21,6 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import Sensitivity
-from memvault.models.session import Role
 from memvault.storage.dynamo import (
     Dynamo,
     TransactionConflict,
@@ -43,6 +41,8 @@ from memvault.storage.ports.sessions import (
     StoredMessage,
     StoredSummary,
 )
+from memvault_wire.memory import Sensitivity
+from memvault_wire.session import Role
 
 TABLE = "sessions"
 HEAD = "SESSION"

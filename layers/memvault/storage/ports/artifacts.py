@@ -20,8 +20,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
-from memvault.models.artifact import ArtifactState
-from memvault.models.memory import Sensitivity
+from memvault_wire.artifact import ArtifactState
+from memvault_wire.memory import Sensitivity
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,7 @@ from datetime import datetime
 from typing import Any, Protocol
 
 from memvault.clock import covered_by
-from memvault.models.memory import CopyState, DeletionJob, DeletionState, Memory
+from memvault_wire.memory import CopyState, DeletionJob, DeletionState, Memory
 
 LIVE = "live"
 TOMBSTONED = "deleted"

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from memvault.models.run import ArtifactRef, Checkpoint, Operation, OperationStatus
 from memvault.storage.ports.errors import ConditionFailed, Conflict
+from memvault_wire.run import ArtifactRef, Checkpoint, Operation, OperationStatus
 
 
 def run_key(subject_id: str, run_id: str) -> str:

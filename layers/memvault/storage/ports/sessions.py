@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from memvault.models.memory import Sensitivity
-from memvault.models.session import Role
+from memvault_wire.memory import Sensitivity
+from memvault_wire.session import Role
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from collections.abc import Iterator
 from datetime import UTC, datetime
 
 from memvault.clock import iso, parse_iso
-from memvault.models.artifact import ArtifactState
-from memvault.models.memory import Sensitivity
 from memvault.storage.ports.artifacts import ArtifactRecord, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.subjects import epoch_moved
+from memvault_wire.artifact import ArtifactState
+from memvault_wire.memory import Sensitivity
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE artifacts (

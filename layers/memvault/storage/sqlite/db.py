@@ -25,8 +25,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from memvault.errors import InternalError, Throttled
 from memvault.storage.ports.changes import Change, ChangeKind
+from memvault_wire.errors import InternalError, Throttled
 
 #: How long a writer waits for the write lock before the operation is refused as busy.
 BUSY_TIMEOUT_MS = 10_000

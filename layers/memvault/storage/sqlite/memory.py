@@ -17,13 +17,6 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import (
-    CopyState,
-    DeletionJob,
-    DeletionState,
-    Memory,
-    MemoryStatus,
-)
 from memvault.storage.codec import job_from_item, job_to_item, memory_from_item, memory_to_item
 from memvault.storage.ports.changes import ChangeKind
 from memvault.storage.ports.errors import ConditionFailed, Conflict
@@ -42,6 +35,13 @@ from memvault.storage.ports.memory import (
     request_memory_id,
 )
 from memvault.storage.sqlite.db import Database, dumps, loads
+from memvault_wire.memory import (
+    CopyState,
+    DeletionJob,
+    DeletionState,
+    Memory,
+    MemoryStatus,
+)
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE memory_versions (

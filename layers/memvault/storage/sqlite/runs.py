@@ -16,8 +16,6 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import Sensitivity
-from memvault.models.run import Checkpoint, Operation, OperationStatus
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import purged_by
 from memvault.storage.ports.runs import (
@@ -32,6 +30,8 @@ from memvault.storage.ports.runs import (
 )
 from memvault.storage.sqlite.db import Database, dumps, loads
 from memvault.storage.sqlite.subjects import epoch_moved
+from memvault_wire.memory import Sensitivity
+from memvault_wire.run import Checkpoint, Operation, OperationStatus
 
 #: ``reference_artifact(conn, tenant_id, subject_id, artifact_id, ref, sha256,
 #: made_after, made_under)``: add ``ref`` to the artifact's references inside the

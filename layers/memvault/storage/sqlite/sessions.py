@@ -15,8 +15,6 @@ import sqlite3
 from datetime import datetime
 
 from memvault.clock import iso, parse_iso
-from memvault.models.memory import Sensitivity
-from memvault.models.session import Role
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.sessions import (
     AppendReceipt,
@@ -28,6 +26,8 @@ from memvault.storage.ports.sessions import (
 )
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.subjects import epoch_moved
+from memvault_wire.memory import Sensitivity
+from memvault_wire.session import Role
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE session_heads (

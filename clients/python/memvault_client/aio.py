@@ -1,0 +1,396 @@
+"""``AsyncMemvaultClient``: the API (docs/api.md) from asyncio; the same methods as
+``MemvaultClient``, awaited, with an async iterator over paged lists."""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from types import TracebackType
+from typing import Any, TypeVar
+
+from pydantic import BaseModel
+
+from memvault_client import _calls as calls
+from memvault_client._http import AsyncHttpTransport, aget_object, aput_object
+from memvault_client._retry import RetryPolicy, next_delay
+from memvault_client._transport import Answer, AsyncTransport, NoAnswer, Request
+from memvault_client.errors import ArtifactNotCommitted
+from memvault_wire.artifact import ArtifactOut, StartUpload
+from memvault_wire.context import AssembledContext, ContextRequest, Manifest
+from memvault_wire.memory import MemoryKind, MemoryPatch, MemoryWrite
+from memvault_wire.recall import RecallRequest
+from memvault_wire.run import Advance, Checkpoint, CreateRun, Operation, RecordOperation, RunEvent
+from memvault_wire.schemas import (
+    DeletionOut,
+    EventOut,
+    ExportOut,
+    HealthOut,
+    HistoryOut,
+    MemoryListOut,
+    MemoryOut,
+    RecallOut,
+    RunEventListOut,
+    RunEventOut,
+    SessionEnded,
+)
+from memvault_wire.session import AppendMessage, PutSummary, Session
+from memvault_wire.trace import (
+    FeedbackListOut,
+    FeedbackOut,
+    FeedbackRequest,
+    MemoryTraceOut,
+    RecallTraceOut,
+)
+
+M = TypeVar("M", bound=BaseModel)
+#: A bearer token, or a callable (plain or async) that returns one: called for every
+#: attempt of every request, so it can refresh a token before it expires.
+AsyncTokenSource = str | Callable[[], str | Awaitable[str]] | None
+
+
+class AsyncMemvaultClient:
+    """An asyncio client for one memvault deployment.
+
+    Give ``endpoint`` (the API's base URL; HTTP through httpx) or ``transport`` (such as
+    ``AsyncLambdaTransport("memvault-direct")``). Bodies are the API's models or mappings of
+    their fields; answers are the API's models. Errors raise a subclass of
+    :class:`~memvault_client.errors.MemvaultError`.
+    """
+
+    def __init__(
+        self,
+        endpoint: str | None = None,
+        *,
+        token: AsyncTokenSource = None,
+        transport: AsyncTransport | None = None,
+        retry: RetryPolicy | None = None,
+        timeout: float = 30.0,
+    ) -> None:
+        if (endpoint is None) == (transport is None):
+            raise ValueError("give either an endpoint or a transport")
+        self.transport: AsyncTransport = transport or AsyncHttpTransport(
+            str(endpoint), timeout=timeout
+        )
+        self.retry = retry or RetryPolicy()
+        self.timeout = timeout
+        self._token = token
+
+    def __repr__(self) -> str:  # never the token
+        return f"AsyncMemvaultClient(transport={type(self.transport).__name__})"
+
+    async def __aenter__(self) -> AsyncMemvaultClient:
+        return self
+
+    async def __aexit__(
+        self,
+        kind: type[BaseException] | None,
+        error: BaseException | None,
+        trace: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        await self.transport.aclose()
+
+    # ------------------------------------------------------------------ the exchange
+
+    async def _bearer(self) -> str | None:
+        if not callable(self._token):
+            return self._token
+        token = self._token()
+        return await token if inspect.isawaitable(token) else token
+
+    async def _exchange(self, request: Request) -> Answer:
+        attempt = 0
+        while True:
+            attempt += 1
+            try:
+                answer = await self.transport.send(request, await self._bearer())
+            except NoAnswer as failure:
+                await asyncio.sleep(next_delay(self.retry, request, attempt, failure=failure))
+                continue
+            if answer.ok:
+                return answer
+            await asyncio.sleep(next_delay(self.retry, request, attempt, answer=answer))
+
+    async def _call(self, call: calls.Call[M]) -> M:
+        return call.parse(await self._exchange(call.request))
+
+    # -------------------------------------------------------------- long-term memory
+
+    async def write_memory(
+        self, subject_id: str, body: MemoryWrite | Mapping[str, Any]
+    ) -> MemoryOut:
+        """Write a memory; a mapping without ``request_id`` gets a new one (kept on retries)."""
+        return await self._call(calls.write_memory(subject_id, body))
+
+    async def get_memory(self, subject_id: str, memory_id: str) -> MemoryOut:
+        return await self._call(calls.get_memory(subject_id, memory_id))
+
+    async def list_memories(
+        self,
+        subject_id: str,
+        *,
+        kind: MemoryKind | str | None = None,
+        canonical_key: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> MemoryListOut:
+        """One page of the subject's current memories; see :meth:`iter_memories`."""
+        return await self._call(
+            calls.list_memories(
+                subject_id,
+                kind=kind,
+                canonical_key=canonical_key,
+                tag=tag,
+                status=status,
+                limit=limit,
+                next_token=next_token,
+            )
+        )
+
+    async def iter_memories(
+        self,
+        subject_id: str,
+        *,
+        kind: MemoryKind | str | None = None,
+        canonical_key: str | None = None,
+        tag: str | None = None,
+        status: str | None = None,
+        page_size: int = 50,
+    ) -> AsyncIterator[MemoryOut]:
+        """Every current memory that matches, page after page: a page is fetched only
+        when the one before is used up."""
+        next_token: str | None = None
+        while True:
+            page = await self.list_memories(
+                subject_id,
+                kind=kind,
+                canonical_key=canonical_key,
+                tag=tag,
+                status=status,
+                limit=page_size,
+                next_token=next_token,
+            )
+            for item in page.items:
+                yield item
+            next_token = page.next_token
+            if not next_token:
+                return
+
+    async def memory_history(self, subject_id: str, memory_id: str) -> HistoryOut:
+        return await self._call(calls.memory_history(subject_id, memory_id))
+
+    async def correct_memory(
+        self, subject_id: str, memory_id: str, body: MemoryPatch | Mapping[str, Any]
+    ) -> MemoryOut:
+        """A new version at ``expected_version + 1``; :class:`VersionConflict` when stale."""
+        return await self._call(calls.correct_memory(subject_id, memory_id, body))
+
+    async def delete_memory(
+        self, subject_id: str, memory_id: str, *, prompted_by: str | None = None
+    ) -> DeletionOut:
+        """``prompted_by``: the feedback or recall id of this subject that prompted it."""
+        return await self._call(calls.delete_memory(subject_id, memory_id, prompted_by=prompted_by))
+
+    async def memory_trace(self, subject_id: str, memory_id: str) -> MemoryTraceOut:
+        """Why the memory exists, its versions, last use, recalls, feedback, deletion."""
+        return await self._call(calls.memory_trace(subject_id, memory_id))
+
+    async def recall_trace(
+        self, recall_id: str, *, subject_id: str | None = None
+    ) -> RecallTraceOut:
+        return await self._call(calls.recall_trace(recall_id, subject_id=subject_id))
+
+    async def give_feedback(
+        self, subject_id: str, body: FeedbackRequest | Mapping[str, Any]
+    ) -> FeedbackOut:
+        """Feedback on a recalled memory, optionally with a correction (compare-and-set)."""
+        return await self._call(calls.give_feedback(subject_id, body))
+
+    async def list_feedback(self, subject_id: str, *, limit: int | None = None) -> FeedbackListOut:
+        return await self._call(calls.list_feedback(subject_id, limit=limit))
+
+    async def forget_subject(self, subject_id: str) -> DeletionOut:
+        return await self._call(calls.forget_subject(subject_id))
+
+    async def export_subject(self, subject_id: str) -> ExportOut:
+        return await self._call(calls.export_subject(subject_id))
+
+    async def recall(
+        self, subject_id: str, body: RecallRequest | Mapping[str, Any] | str
+    ) -> RecallOut:
+        """Recall by a query (a string, or the full request)."""
+        return await self._call(calls.recall(subject_id, body))
+
+    async def deletion_status(self, deletion_id: str) -> DeletionOut:
+        return await self._call(calls.deletion_status(deletion_id))
+
+    async def wait_for_deletion(
+        self, deletion_id: str, *, timeout: float = 60.0, interval: float = 0.25
+    ) -> DeletionOut:
+        """The deletion job once it is COMPLETED or FAILED, or as it stands at ``timeout``."""
+        deadline = time.monotonic() + timeout
+        while True:
+            job = await self.deletion_status(deletion_id)
+            if job.status in calls.FINAL_DELETION_STATES or time.monotonic() >= deadline:
+                return job
+            await asyncio.sleep(interval)
+
+    # ---------------------------------------------------------------- session memory
+
+    async def append_message(
+        self, subject_id: str, session_id: str, body: AppendMessage | Mapping[str, Any]
+    ) -> Session:
+        """Append a message; a mapping without ``request_id`` gets a new one."""
+        return await self._call(calls.append_message(subject_id, session_id, body))
+
+    async def read_session(self, subject_id: str, session_id: str) -> Session:
+        return await self._call(calls.read_session(subject_id, session_id))
+
+    async def put_summary(
+        self, subject_id: str, session_id: str, body: PutSummary | Mapping[str, Any]
+    ) -> Session:
+        return await self._call(calls.put_summary(subject_id, session_id, body))
+
+    async def end_session(self, subject_id: str, session_id: str) -> SessionEnded:
+        return await self._call(calls.end_session(subject_id, session_id))
+
+    # --------------------------------------------------------------------- run state
+
+    async def create_run(self, run_id: str, body: CreateRun | Mapping[str, Any]) -> Checkpoint:
+        return await self._call(calls.create_run(run_id, body))
+
+    async def get_run(self, run_id: str, *, subject_id: str | None = None) -> Checkpoint:
+        return await self._call(calls.get_run(run_id, subject_id=subject_id))
+
+    async def get_run_version(
+        self, run_id: str, version: int, *, subject_id: str | None = None
+    ) -> Checkpoint:
+        """One past checkpoint (version ``version``), exactly as it was written."""
+        return await self._call(calls.get_run_version(run_id, version, subject_id=subject_id))
+
+    async def advance_run(
+        self, run_id: str, body: Advance | Mapping[str, Any], *, subject_id: str | None = None
+    ) -> Checkpoint:
+        """A checkpoint by compare-and-set on ``expected_version``."""
+        return await self._call(calls.advance_run(run_id, body, subject_id=subject_id))
+
+    async def record_operation(
+        self,
+        run_id: str,
+        operation_id: str,
+        body: RecordOperation | Mapping[str, Any],
+        *,
+        subject_id: str | None = None,
+    ) -> Operation:
+        return await self._call(
+            calls.record_operation(run_id, operation_id, body, subject_id=subject_id)
+        )
+
+    async def deliver_event(
+        self, run_id: str, body: RunEvent | Mapping[str, Any], *, subject_id: str | None = None
+    ) -> EventOut:
+        return await self._call(calls.deliver_event(run_id, body, subject_id=subject_id))
+
+    async def list_run_events(
+        self,
+        run_id: str,
+        *,
+        subject_id: str | None = None,
+        limit: int | None = None,
+        next_token: str | None = None,
+    ) -> RunEventListOut:
+        """One page of the run's event receipts, by event id (id, type, arrival, whether
+        it applied and the run's version then; never a payload); see
+        :meth:`iter_run_events`."""
+        return await self._call(
+            calls.list_run_events(run_id, subject_id=subject_id, limit=limit, next_token=next_token)
+        )
+
+    async def iter_run_events(
+        self, run_id: str, *, subject_id: str | None = None, page_size: int = 50
+    ) -> AsyncIterator[RunEventOut]:
+        """Every event receipt of the run, page after page: a page is fetched only when
+        the one before is used up."""
+        next_token: str | None = None
+        while True:
+            page = await self.list_run_events(
+                run_id, subject_id=subject_id, limit=page_size, next_token=next_token
+            )
+            for event in page.items:
+                yield event
+            next_token = page.next_token
+            if not next_token:
+                return
+
+    # ---------------------------------------------------------------- working memory
+
+    async def assemble_context(
+        self, subject_id: str, body: ContextRequest | Mapping[str, Any]
+    ) -> AssembledContext:
+        return await self._call(calls.assemble_context(subject_id, body))
+
+    async def reproduce_context(
+        self, subject_id: str, manifest: Manifest | Mapping[str, Any]
+    ) -> AssembledContext:
+        return await self._call(calls.reproduce_context(subject_id, manifest))
+
+    # --------------------------------------------------------------------- artifacts
+
+    async def start_upload(
+        self, subject_id: str, body: StartUpload | Mapping[str, Any]
+    ) -> ArtifactOut:
+        """Stage an upload; a mapping without ``request_id`` gets a new one."""
+        return await self._call(calls.start_upload(subject_id, body))
+
+    async def commit_upload(self, subject_id: str, artifact_id: str) -> ArtifactOut:
+        return await self._call(calls.commit_upload(subject_id, artifact_id))
+
+    async def get_artifact(self, subject_id: str, artifact_id: str) -> ArtifactOut:
+        return await self._call(calls.get_artifact(subject_id, artifact_id))
+
+    async def delete_artifact(self, subject_id: str, artifact_id: str) -> DeletionOut:
+        return await self._call(calls.delete_artifact(subject_id, artifact_id))
+
+    async def upload_artifact(
+        self,
+        subject_id: str,
+        data: bytes,
+        *,
+        media_type: str,
+        name: str | None = None,
+        retention_days: int | None = None,
+        sensitivity: str | None = None,
+        request_id: str | None = None,
+    ) -> ArtifactOut:
+        """Start, PUT the bytes to the presigned URL with its headers, and commit."""
+        fields = calls.upload_fields(
+            data,
+            media_type,
+            name=name,
+            retention_days=retention_days,
+            sensitivity=sensitivity,
+            request_id=request_id,
+        )
+        started = await self.start_upload(subject_id, fields)
+        if started.upload is None:  # a replay of a committed upload
+            return started
+        await aput_object(started.upload.url, data, started.upload.headers, self.timeout)
+        return await self.commit_upload(subject_id, started.artifact_id)
+
+    async def download_artifact(self, subject_id: str, artifact_id: str) -> bytes:
+        """The committed bytes, through the short-lived download URL."""
+        artifact = await self.get_artifact(subject_id, artifact_id)
+        if artifact.download is None:
+            raise ArtifactNotCommitted(f"the artifact is {artifact.state.value}, not committed")
+        return await aget_object(artifact.download.url, self.timeout)
+
+    # ------------------------------------------------------------------------ health
+
+    async def health(self) -> HealthOut:
+        return await self._call(calls.health())
