@@ -35,7 +35,7 @@ The rules, as the AWS documentation states them:
 - "Global secondary indexes" (GSI.html, "Provisioned throughput considerations"): a
   table write also writes each GSI whose key attributes the item has, sized by the
   index's projection (a changed index key is a delete plus a put). memvault's tables
-  define no GSI or LSI (layers/memvault/storage/tables.py, infra/constructs/data.py);
+  define no GSI or LSI (layers/memvault/storage/dynamodb/tables.py, infra/constructs/data.py);
   the run checks that with DescribeTable and the rule is applied anyway.
 
 Not billed in request units: DescribeTable and the other control-plane calls, DynamoDB
@@ -304,8 +304,8 @@ class TableShape:
 
 
 def _what(table: str, key: Mapping[str, Any]) -> str:
-    """What a memvault item is, from its table and key (storage/keys.py's layout)."""
-    from memvault.storage import keys
+    """What a memvault item is, from its table and key (storage/dynamodb/keys.py's layout)."""
+    from memvault.storage.dynamodb import keys
 
     pk = str(key.get("pk", {}).get("S", ""))
     sk = str(key.get("sk", {}).get("S", ""))
@@ -1058,7 +1058,7 @@ def run() -> dict[str, Any]:
     from memvault.handlers.indexer import handle
     from memvault.indexing.indexer import Indexer
     from memvault.search.embedded import EmbeddedIndex
-    from memvault.storage.tables import create_tables, table_names
+    from memvault.storage.dynamodb.tables import create_tables, table_names
     from memvault.wiring import build_services
     from memvault_local.stream_pump import StreamPump
 

@@ -9,7 +9,7 @@ from aws_cdk import aws_kms as kms
 from aws_cdk import aws_s3 as s3
 
 from constructs import Construct
-from memvault.storage.tables import ALL_TABLES, TableSpec, physical_name
+from memvault.storage.dynamodb.tables import ALL_TABLES, TableSpec, physical_name
 
 _STREAM_VIEWS = {
     "NEW_AND_OLD_IMAGES": dynamodb.StreamViewType.NEW_AND_OLD_IMAGES,

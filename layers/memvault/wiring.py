@@ -30,7 +30,7 @@ from memvault.services.runs import RunService
 from memvault.services.sessions import SessionService
 from memvault.services.tokens import Cl100kCounter
 from memvault.services.traces import TraceService
-from memvault.storage import tables
+from memvault.storage.dynamodb import tables
 from memvault.storage.s3.objects import TenantKeys
 from memvault.storage.stores import Stores, dynamodb_stores, sqlite_stores
 

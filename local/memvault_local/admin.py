@@ -27,7 +27,7 @@ from memvault.search.backend import SearchIndex
 from memvault.search.opensearch import OpenSearchIndex
 from memvault.services.deletion import IndexStep, PrimaryStep, PurgeStep, VersionsStep
 from memvault.services.recall import RecallService
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.ports.memory import MemoryStore
 from memvault.wiring import dynamodb_client, search_index, table_names

@@ -43,8 +43,8 @@ from memvault.handlers.indexer import handle
 from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.services.deletion import resume_unfinished
+from memvault.storage.dynamodb.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.storage.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.bodies import GuardedServer

@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 from typing import Any
 
-from memvault.storage.tables import ALL_TABLES, TableSpec, physical_name
+from memvault.storage.dynamodb.tables import ALL_TABLES, TableSpec, physical_name
 
 SERVICE_IDENTITY = {"type": "Service", "principalId": "dynamodb.amazonaws.com"}
 

@@ -15,7 +15,7 @@ import pytest
 from memvault.config import Settings, TenantIssuer
 from memvault.identity.authorizer import authorize
 from memvault.identity.tokens import StaticKeys, TenantIssuers, TokenVerifier
-from memvault.storage.tables import create_tables
+from memvault.storage.dynamodb.tables import create_tables
 from memvault.tenancy import TenantScopedServices
 from memvault_wire.errors import Unauthorized
 from tests.support.api import load_event

@@ -12,7 +12,7 @@ from infra import settings as infra_settings
 from infra.app import ROOT
 from infra.deployment import Deployment, from_context
 
-from memvault.storage.tables import ALL_TABLES, TableSpec
+from memvault.storage.dynamodb.tables import ALL_TABLES, TableSpec
 from tests.infrastructure.conftest import (
     PRODUCTION_ALARM_EMAIL,
     PRODUCTION_ALARM_TOPIC,

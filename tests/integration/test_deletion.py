@@ -11,7 +11,7 @@ from memvault.models.access import Scope
 from memvault.services.bundle import Services
 from memvault.services.deletion import PurgeRunner, StepResult
 from memvault.services.memory import MemoryService
-from memvault.storage import keys
+from memvault.storage.dynamodb import keys
 from memvault_wire.errors import NotFound
 from memvault_wire.memory import CopyState, DeletionJob, DeletionState, Sensitivity
 from tests.support.harness import a_write, ctx

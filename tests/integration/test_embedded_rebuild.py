@@ -24,7 +24,7 @@ from memvault.indexing.rebuild import rebuild
 from memvault.search.backend import SearchFilter, SearchIndex
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.recall import RecallService
-from memvault.storage import keys
+from memvault.storage.dynamodb import keys
 from memvault_wire.memory import Memory, MemoryPatch
 from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx

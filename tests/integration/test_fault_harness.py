@@ -393,9 +393,9 @@ class DynamoNode(Node):
         import boto3
 
         from memvault.handlers.indexer import handle
-        from memvault.storage.dynamo import Dynamo
+        from memvault.storage.dynamodb.dynamo import Dynamo
         from memvault.storage.dynamodb.memory import DynamoMemoryStore
-        from memvault.storage.tables import create_tables
+        from memvault.storage.dynamodb.tables import create_tables
         from memvault.wiring import table_names
         from memvault_local.keys import LocalTenantKeys, ensure_bucket
         from memvault_local.stream_pump import StreamPump

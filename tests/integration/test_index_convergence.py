@@ -31,7 +31,7 @@ from memvault.indexing.indexer import Indexer
 from memvault.search.backend import OpResult, SearchIndex
 from memvault.search.documents import IndexOp
 from memvault.search.embedded import EmbeddedIndex
-from memvault.storage.dynamo import Dynamo, from_item
+from memvault.storage.dynamodb.dynamo import Dynamo, from_item
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.wiring import table_names
 from memvault_wire.memory import MemoryPatch

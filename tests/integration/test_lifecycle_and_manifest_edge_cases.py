@@ -12,7 +12,7 @@ from pydantic import ValidationError
 from memvault.models.access import Scope
 from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
-from memvault.storage import keys
+from memvault.storage.dynamodb import keys
 from memvault.storage.ports.memory import fact_id
 from memvault_wire.context import ContextRequest
 from memvault_wire.errors import NotFound, SecretDetected, ValidationFailed, VersionConflict

@@ -22,8 +22,8 @@ from moto import mock_aws
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.services.deletion import PurgeRunner
 from memvault.services.purge_pipeline import PURGE_PIPELINE
-from memvault.storage import keys
-from memvault.storage.tables import MEMORY, create_table_request
+from memvault.storage.dynamodb import keys
+from memvault.storage.dynamodb.tables import MEMORY, create_table_request
 from memvault_local.admin import offboard, restore_replay
 from memvault_wire.errors import NotFound
 from memvault_wire.memory import CopyState, DeletionState
@@ -299,7 +299,7 @@ def make_rig_index(rig: RecallRig, table: str) -> Any:
     from memvault.indexing.indexer import Indexer
     from memvault.indexing.rebuild import rebuild
     from memvault.search.embedded import EmbeddedIndex
-    from memvault.storage.dynamo import Dynamo
+    from memvault.storage.dynamodb.dynamo import Dynamo
     from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.wiring import table_names
 

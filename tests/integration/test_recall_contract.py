@@ -19,8 +19,8 @@ from moto import mock_aws
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.models.access import Scope
 from memvault.search.documents import Stage, op_from_images
-from memvault.storage import keys
-from memvault.storage.dynamo import from_item
+from memvault.storage.dynamodb import keys
+from memvault.storage.dynamodb.dynamo import from_item
 from memvault_wire.errors import Forbidden
 from memvault_wire.memory import MemoryPatch, MemoryStatus, Sensitivity
 from memvault_wire.recall import RecallRequest

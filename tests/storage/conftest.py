@@ -11,10 +11,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.dynamo import Dynamo
+from memvault.storage.dynamodb.tables import ALL_TABLES, create_tables, physical_name
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.schema import MIGRATIONS
-from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
 from tests.support.harness import SerializedClient
 
 PREFIX = "port-"

@@ -20,10 +20,11 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from memvault.storage.dynamo import Dynamo
 from memvault.storage.dynamodb import artifacts as dynamo_artifacts
 from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage.dynamodb.tables import ALL_TABLES, create_tables, physical_name
 from memvault.storage.ports.artifacts import ArtifactRecord, ArtifactStore, UploadReceipt
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.sqlite import artifacts as sqlite_artifacts
@@ -31,7 +32,6 @@ from memvault.storage.sqlite.artifacts import SqliteArtifactStore
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
-from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
 from memvault_wire.artifact import ArtifactState
 from memvault_wire.memory import Sensitivity
 from tests.support.backends import STORES

@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
-from memvault.storage import keys
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb import keys
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import fact_id, keyed_chain_id, request_memory_id

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.ports.changes import ChangeKind
 from memvault.storage.ports.errors import ConditionFailed, Conflict

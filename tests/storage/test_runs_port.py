@@ -27,9 +27,10 @@ import pytest
 from moto import mock_aws
 
 from memvault.clock import iso
-from memvault.storage.dynamo import Dynamo, from_item, key, to_item
+from memvault.storage.dynamodb.dynamo import Dynamo, from_item, key, to_item
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.runs import DynamoRunStore
+from memvault.storage.dynamodb.tables import ARTIFACTS, MEMORY, RUNS, create_tables, physical_name
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import ForgetState
 from memvault.storage.ports.runs import (
@@ -44,7 +45,6 @@ from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.runs import SqliteRunStore
 from memvault.storage.sqlite.schema import MIGRATIONS
-from memvault.storage.tables import ARTIFACTS, MEMORY, RUNS, create_tables, physical_name
 from memvault_local.sweeper import TtlSweeper
 from memvault_wire.run import ArtifactRef, Checkpoint, Operation, OperationStatus, RunStatus
 from tests.support.backends import STORES

@@ -23,9 +23,10 @@ import pytest
 from memvault.config import Settings
 from memvault.services.deletion import SessionsStep
 from memvault.services.sessions import SessionService
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.sessions import DynamoSessionStore
+from memvault.storage.dynamodb.tables import ALL_TABLES, create_tables, physical_name
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import ForgetState
 from memvault.storage.ports.sessions import NewMessage, SessionStore, StoredSummary
@@ -34,7 +35,6 @@ from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.sqlite.sessions import SqliteSessionStore
-from memvault.storage.tables import ALL_TABLES, create_tables, physical_name
 from memvault_wire.errors import IdempotencyKeyReused, NotFound, SessionExpired
 from memvault_wire.memory import DeletionJob, DeletionScope, DeletionState
 from memvault_wire.session import AppendMessage, PutSummary, Role

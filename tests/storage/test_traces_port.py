@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from memvault.models.trace_records import DroppedCandidate, Feedback, RecallTrace, ServedItem
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.traces import DynamoTraceStore
 from memvault.storage.ports.traces import TraceStore
 from memvault.storage.sqlite.db import Database

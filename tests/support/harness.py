@@ -14,7 +14,7 @@ from memvault.config import Settings
 from memvault.models.access import AccessContext, Scope
 from memvault.services.bundle import Services
 from memvault.services.memory import MemoryService
-from memvault.storage.tables import create_tables
+from memvault.storage.dynamodb.tables import create_tables
 from memvault.wiring import build_services
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_wire.memory import MemoryWrite, Sensitivity

@@ -20,10 +20,10 @@ from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.search.embedded import EmbeddedIndex
 from memvault.services.bundle import Services
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
+from memvault.storage.dynamodb.tables import create_tables
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.storage.tables import create_tables
 from memvault.wiring import build_services, table_names
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_local.outbox_pump import OutboxPump

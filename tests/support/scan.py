@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from memvault.storage.tables import ALL_TABLES
+from memvault.storage.dynamodb.tables import ALL_TABLES
 
 
 def all_items(client: Any, prefix: str = "test-") -> dict[str, list[dict[str, Any]]]:

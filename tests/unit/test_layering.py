@@ -15,11 +15,9 @@ GUARDED = ("services", "api", "indexing")
 FORBIDDEN = (
     "boto3",
     "botocore",
-    "memvault.storage.dynamo",
+    # The DynamoDB adapters with their tables, key layout and client helpers.
     "memvault.storage.dynamodb",
     "memvault.storage.s3",
-    "memvault.storage.tables",
-    "memvault.storage.keys",
 )
 
 

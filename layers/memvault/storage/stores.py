@@ -35,14 +35,14 @@ def dynamodb_stores(settings: Settings, client: Any, *, s3: Any = None, keys: An
     import boto3
     from botocore.config import Config
 
-    from memvault.storage.dynamo import Dynamo
     from memvault.storage.dynamodb.artifacts import DynamoArtifactStore
+    from memvault.storage.dynamodb.dynamo import Dynamo
     from memvault.storage.dynamodb.memory import DynamoMemoryStore
     from memvault.storage.dynamodb.runs import DynamoRunStore
     from memvault.storage.dynamodb.sessions import DynamoSessionStore
+    from memvault.storage.dynamodb.tables import table_names
     from memvault.storage.dynamodb.traces import DynamoTraceStore
     from memvault.storage.s3.objects import AliasKeys, S3ObjectStore
-    from memvault.storage.tables import table_names
 
     db = Dynamo(client, table_names(settings.table_prefix))
     s3 = s3 or boto3.client(

@@ -20,7 +20,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from memvault.clock import iso, parse_iso
-from memvault.storage.dynamo import (
+from memvault.storage.dynamodb.dynamo import (
     Dynamo,
     TransactionConflict,
     Tx,

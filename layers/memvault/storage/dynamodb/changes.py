@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from memvault.storage.dynamo import from_item
+from memvault.storage.dynamodb.dynamo import from_item
 from memvault.storage.ports.changes import Change, ChangeKind
 
 #: DynamoDB marks its own TTL deletions with this identity.

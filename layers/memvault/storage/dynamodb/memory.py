@@ -2,7 +2,7 @@
 audit, deletions), behind ``MemoryStore``, ``DeletionJobs`` and ``AuditLog``.
 
 Each write that changes what may be read is one DynamoDB transaction, so that a crash
-at any point leaves either all of it or none of it. Key layout: ``storage/keys.py``.
+at any point leaves either all of it or none of it. Key layout: ``storage/dynamodb/keys.py``.
 """
 
 from __future__ import annotations
@@ -14,10 +14,15 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.storage import keys
-from memvault.storage.codec import job_from_item, job_to_item, memory_from_item, memory_to_item
-from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
+from memvault.storage.codecs.memory import (
+    job_from_item,
+    job_to_item,
+    memory_from_item,
+    memory_to_item,
+)
+from memvault.storage.dynamodb import keys
 from memvault.storage.dynamodb.artifacts import add_reference
+from memvault.storage.dynamodb.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import (
     LIVE,

@@ -17,8 +17,8 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.storage.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.dynamodb.artifacts import add_reference
+from memvault.storage.dynamodb.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.dynamodb.subjects import EPOCH, epoch_check
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import purged_by

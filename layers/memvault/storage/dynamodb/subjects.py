@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from memvault.storage import keys
-from memvault.storage.dynamo import Dynamo, key, to_attr
+from memvault.storage.dynamodb import keys
+from memvault.storage.dynamodb.dynamo import Dynamo, key, to_attr
 
 #: The transaction item label a refused epoch check is reported under.
 EPOCH = "epoch"

@@ -11,8 +11,8 @@ from typing import Any
 
 from memvault.clock import iso
 from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
-from memvault.storage import trace_items as ti
-from memvault.storage.dynamo import Dynamo
+from memvault.storage.codecs import traces as ti
+from memvault.storage.dynamodb.dynamo import Dynamo
 
 TABLE = "audit"
 

@@ -5,7 +5,7 @@ predicates and reads inside that transaction, so they hold at commit. Each chang
 memory version also writes its change record to the outbox in the same transaction (the
 local change feed: what DynamoDB Streams carries on AWS), with the same images.
 
-A version row keeps its record (``storage/codec.py``) as JSON in ``body`` and the columns
+A version row keeps its record (``storage/codecs/memory.py``) as JSON in ``body`` and the columns
 that queries need beside it; ``purged`` rows are ids-only tombstones (``body`` holds ids).
 """
 
@@ -17,7 +17,12 @@ from datetime import datetime
 from typing import Any
 
 from memvault.clock import iso, parse_iso
-from memvault.storage.codec import job_from_item, job_to_item, memory_from_item, memory_to_item
+from memvault.storage.codecs.memory import (
+    job_from_item,
+    job_to_item,
+    memory_from_item,
+    memory_to_item,
+)
 from memvault.storage.ports.changes import ChangeKind
 from memvault.storage.ports.errors import ConditionFailed, Conflict
 from memvault.storage.ports.memory import (

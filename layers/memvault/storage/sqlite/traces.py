@@ -10,7 +10,7 @@ from typing import Any
 
 from memvault.clock import iso
 from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
-from memvault.storage import trace_items as ti
+from memvault.storage.codecs import traces as ti
 from memvault.storage.sqlite.db import Database, dumps, loads
 
 SCHEMA: tuple[str, ...] = (
