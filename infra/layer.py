@@ -152,11 +152,21 @@ class Pin:
         return text
 
 
+#: The projects whose packages the layer ships (``SHIPPED``): their runtime dependencies
+#: are what the lock is resolved from.
+PYPROJECTS = (ROOT / "pyproject.toml", ROOT / "wire" / "pyproject.toml")
+
+
 def runtime_dependencies() -> list[str]:
-    """pyproject's runtime dependencies: what the lock is resolved from (memvault's own
-    packages ship as source, ``SHIPPED``, so they are not resolved)."""
-    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
-    return [d for d in project["dependencies"] if not d.startswith("memvault-")]
+    """The runtime dependencies of the server and the wire models: what the lock is
+    resolved from (memvault's own packages ship as source, ``SHIPPED``, so they are not
+    resolved)."""
+    found: list[str] = []
+    for path in PYPROJECTS:
+        for dependency in tomllib.loads(path.read_text())["project"]["dependencies"]:
+            if not dependency.startswith("memvault-") and dependency not in found:
+                found.append(dependency)
+    return found
 
 
 def uv_platform() -> str:

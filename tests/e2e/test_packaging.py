@@ -59,6 +59,19 @@ def run(*cmd: str, cwd: Path, env: dict[str, str] | None = None, timeout: float 
     return done.stdout
 
 
+def checkout_copy(target: Path) -> Path:
+    """The checkout's files (tracked, and new ones git does not ignore), nothing else: a
+    build in the checkout itself would reuse setuptools' ``build/`` folders, which keep
+    modules that have since moved."""
+    listed = run("git", "ls-files", "-co", "--exclude-standard", "-z", cwd=REPO)
+    for name in filter(None, listed.split("\0")):
+        path = REPO / name
+        if path.is_file():
+            (target / name).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(path, target / name)
+    return target
+
+
 @dataclass
 class Installed:
     dist: Path
@@ -75,9 +88,10 @@ class Installed:
 def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
     work = tmp_path_factory.mktemp("packaging")
     dist = work / "dist"
-    for project in (REPO / "wire", REPO / "clients" / "python"):
+    source = checkout_copy(work / "source")
+    for project in (source / "wire", source / "clients" / "python"):
         run(UV, "build", "--wheel", "--out-dir", str(dist), str(project), cwd=work)
-    run(UV, "build", "--wheel", "--sdist", "--out-dir", str(dist), str(REPO), cwd=work)
+    run(UV, "build", "--wheel", "--sdist", "--out-dir", str(dist), str(source), cwd=work)
     venv = work / "venv"
     run(UV, "venv", "--quiet", "--python", sys.executable, str(venv), cwd=work)
     python = venv / "bin" / "python"
@@ -125,6 +139,13 @@ def test_the_wheels_and_the_sdist_hold_their_packages(installed: Installed) -> N
     ):
         assert needed in server, needed
     assert not any(n.startswith(("tests/", "memvault_client/", "memvault_wire/")) for n in server)
+    # Exactly the modules of the source tree: none left from an earlier layout.
+    shipped = {n for n in server if n.startswith("memvault/") and n.endswith(".py")}
+    source = {
+        f"memvault/{p.relative_to(REPO / 'layers' / 'memvault')}"
+        for p in (REPO / "layers" / "memvault").rglob("*.py")
+    }
+    assert shipped == source, sorted(shipped ^ source)
     assert not any(
         n.startswith(("memvault/client/", "memvault/mcp/", "memvault/langgraph/")) for n in server
     )

@@ -7,6 +7,7 @@ from __future__ import annotations
 import ast
 import json
 import re
+import shutil
 import sys
 from pathlib import Path
 from typing import Any
@@ -47,6 +48,36 @@ def test_a_changed_dependency_would_make_the_lock_stale(monkeypatch: pytest.Monk
     assert layer.lock_inputs_hash() != recorded
     with pytest.raises(RuntimeError, match="make layer-lock"):
         layer.build()
+
+
+def test_the_lock_is_resolved_from_every_shipped_projects_dependencies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The wire models ship in the layer, so a dependency they add is locked too."""
+    wire = tmp_path / "pyproject.toml"
+    wire.write_text(
+        '[project]\nname = "memvault-wire"\ndependencies = ["pydantic>=2.14", "orjson>=3"]\n'
+    )
+    before = layer.lock_inputs_hash()
+    monkeypatch.setattr(layer, "PYPROJECTS", (layer.PYPROJECTS[0], wire))
+    assert "orjson>=3" in layer.runtime_dependencies()
+    assert not any(d.startswith("memvault-") for d in layer.runtime_dependencies())
+    assert layer.lock_inputs_hash() != before
+
+
+def test_a_change_to_a_shipped_package_changes_the_layers_asset_hash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv(layer.NO_BYTECODE_ENV, raising=False)
+    before = layer.inputs_hash()
+    wire = tmp_path / "memvault_wire"
+    shutil.copytree(
+        layer.SHIPPED["memvault_wire"], wire, ignore=shutil.ignore_patterns("__pycache__")
+    )
+    monkeypatch.setitem(layer.SHIPPED, "memvault_wire", wire)
+    assert layer.inputs_hash() == before
+    (wire / "errors.py").write_text((wire / "errors.py").read_text() + "\n# changed\n")
+    assert layer.inputs_hash() != before
 
 
 def test_the_lock_pins_every_dependency_with_its_files_hashes() -> None:

@@ -10,12 +10,12 @@ import sys
 import time
 from typing import Any
 
-import mcp_types as types
 import pytest
 
 from client_tests.conftest import Server
 
 pytest.importorskip("mcp", reason="the mcp extra: pip install 'memvault-client[mcp]'")
+import mcp_types as types
 from mcp import ClientSession, StdioServerParameters, stdio_client
 
 SERVER = [sys.executable, "-m", "memvault_client.mcp"]

@@ -1,7 +1,7 @@
 """Each API operation as a :class:`Call`: the request to send and the model of its answer.
 
 The sync and async clients share these builders, so both send exactly the same thing.
-Request bodies are the API's own pydantic models (``memvault.models``); a mapping is
+Request bodies are the API's own pydantic models (``memvault_wire``); a mapping is
 accepted too and validated with the same model before anything is sent. A write that
 takes a ``request_id`` gets a fresh one (uuid4 hex) unless the caller gave one; it is
 part of the built request, so every retry of the call carries the same id.

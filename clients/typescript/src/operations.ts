@@ -1,6 +1,6 @@
 /**
  * Every API operation by name: its method and path template. The same table as the
- * server's (`memvault.api.operations`, the routes of docs/api.md), so the names match the Python
+ * server's (`memvault_wire.operations`, the routes of docs/api.md), so the names match the Python
  * SDK and the direct function's. A test checks it against the served OpenAPI document.
  */
 export const OPERATIONS = {

@@ -1,6 +1,6 @@
 /**
  * Stored memory shown to a model as data, the way memvault's MCP tools and context
- * endpoint show it (`memvault.services.context.as_data`, `memvault.mcp.tools`): a header
+ * endpoint show it (`memvault_wire.render.as_data`, `memvault_client.mcp.tools`): a header
  * that says so, then one line per memory with its id, version, source type, sensitivity
  * and status, and its content quoted on that one line, line breaks folded and
  * chat-template markers defanged, so stored text cannot start a turn or a section.

@@ -64,7 +64,7 @@ describe("stored text as data", () => {
     const python = await memvaultPython();
     const { stdout } = await run(python, [
       "-c",
-      "import json, sys\nfrom memvault.services.context import as_data\n" +
+      "import json, sys\nfrom memvault_wire.render import as_data\n" +
         "print(json.dumps([as_data(s) for s in json.loads(sys.argv[1])]))",
       JSON.stringify(samples),
     ]);

@@ -29,8 +29,8 @@ describe("MemvaultSaver", () => {
     const python = await memvaultPython();
     const { stdout } = await run(python, [
       "-c",
-      "from memvault.langgraph.saver import MemvaultSaver as S\n" +
-        "from memvault.langgraph.store import prefix_tag\n" +
+      "from memvault_client.langgraph.saver import MemvaultSaver as S\n" +
+        "from memvault_client.langgraph.store import prefix_tag\n" +
         "print(S.registry_run_id('t-1\u00e9'), S.checkpoint_run_id('t-1\u00e9', 'child', 3), prefix_tag(('users', '\u00fc1')))",
     ]);
     expect(stdout.trim().split(" ")).toEqual([

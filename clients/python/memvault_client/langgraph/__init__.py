@@ -2,7 +2,7 @@
 :class:`MemvaultStore`, a long-term store on governed memory.
 
 Needs the ``langgraph`` extra (``pip install 'memvault-client[langgraph]'``); ``import
-memvault`` never loads this package.
+memvault_client`` never loads this package.
 """
 
 from __future__ import annotations

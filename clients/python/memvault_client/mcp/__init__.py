@@ -11,6 +11,6 @@ The token is the server's configuration (``MEMVAULT_TOKEN``, ``MEMVAULT_TOKEN_FI
 model name one.
 
 The MCP SDK (the ``mcp`` extra, ``mcp>=2.3,<3``) is imported by
-``memvault_client.mcp.server`` only, so ``import memvault`` (and the Lambda layer) never needs
-it: ``memvault_client.mcp.tools`` holds the tool table and renderings, which need pydantic only.
+``memvault_client.mcp.server`` only, so ``import memvault_client`` never needs it:
+``memvault_client.mcp.tools`` holds the tool table and renderings, which need pydantic only.
 """

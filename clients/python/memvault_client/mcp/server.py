@@ -286,7 +286,7 @@ def run(settings: Settings) -> int:
     logger.addHandler(handler)
     logger.setLevel(logging.INFO)
     logger.propagate = False
-    logging.getLogger("memvault").setLevel(logging.WARNING)  # the services' own chatter
+    logging.getLogger("memvault_client").setLevel(logging.WARNING)  # the SDK's retry chatter
     try:
         anyio.run(serve, settings)
     except ConfigError as err:

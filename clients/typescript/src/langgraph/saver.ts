@@ -1,6 +1,6 @@
 /**
  * `MemvaultSaver`: LangGraph.js checkpoints as memvault run checkpoints, with the
- * guarantees of the Python `memvault.langgraph.MemvaultSaver` and the same layout:
+ * guarantees of the Python `memvault_client.langgraph.MemvaultSaver` and the same layout:
  *
  * - a thread has a *registry* run (`lgt.<hash>`) whose state holds the thread's
  *   generation and the checkpoint namespaces it has used;

@@ -1,6 +1,6 @@
 /**
  * `MemvaultStore`: LangGraph.js's long-term store on memvault's governed memory, with the
- * Python `memvault.langgraph.MemvaultStore`'s mapping (the two read each other's items):
+ * Python `memvault_client.langgraph.MemvaultStore`'s mapping (the two read each other's items):
  *
  * - a namespace names a subject and a scope. The subject is fixed (`subjectId`, for a
  *   token bound to one subject) or is one label of the namespace (`subjectLabel`, the
