@@ -7,8 +7,6 @@ may be served: chain tombstone, subject epoch, status, expiry, visibility, sensi
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import re
@@ -24,6 +22,7 @@ from memvault.observability import logger
 from memvault.policy import provenance, write_policy
 from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
+from memvault.services import paging
 from memvault.services.artifacts import readable_artifacts
 from memvault.services.deletion import INITIAL_COPIES, PurgeLauncher
 from memvault.storage.ports.artifacts import ArtifactStore
@@ -1163,28 +1162,13 @@ def _policy_detail(
 
 
 def _encode_token(memory_id: str | None) -> str | None:
-    if memory_id is None:
-        return None
-    raw = json.dumps({"v": 2, "after": memory_id}).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return paging.encode_after(memory_id, version=2)
 
 
 def _decode_token(token: str | None) -> str | None:
     """The token names only the memory id a page stopped after; the owner always comes
     from the caller."""
-    if token is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        after = json.loads(raw)["after"]
-    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
-        after = None
-    if not isinstance(after, str) or not _MEMORY_ID.fullmatch(after):
-        raise ValidationFailed(
-            "next_token is not one this listing returned; start again without it",
-            {"field": "next_token"},
-        )
-    return after
+    return paging.decode_after(token, lambda after: bool(_MEMORY_ID.fullmatch(after)))
 
 
 def _draft(cmd: MemoryWrite) -> write_policy.Draft:

@@ -8,8 +8,6 @@ the expected version, each version is kept, an event's receipt commits with its 
 
 from __future__ import annotations
 
-import base64
-import binascii
 import hashlib
 import json
 import re
@@ -23,6 +21,7 @@ from memvault.models.access import AccessContext, Scope
 from memvault.observability import logger
 from memvault.policy.pii import PiiFinding, find_pii, find_structured_pii, refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets, structured_fields
+from memvault.services import paging
 from memvault.services.artifacts import readable_artifacts
 from memvault.storage.ports.artifacts import ArtifactStore
 from memvault.storage.ports.errors import ConditionFailed, Conflict
@@ -92,28 +91,13 @@ class EventPage:
 
 
 def _encode_event_token(event_id: str | None) -> str | None:
-    if event_id is None:
-        return None
-    raw = json.dumps({"v": 1, "after": event_id}).encode()
-    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+    return paging.encode_after(event_id, version=1)
 
 
 def _decode_event_token(token: str | None) -> str | None:
     """The token names only the event id a page stopped after; the run and its owner
     always come from the path and the caller."""
-    if token is None:
-        return None
-    try:
-        raw = base64.urlsafe_b64decode(token + "=" * (-len(token) % 4))
-        after = json.loads(raw)["after"]
-    except (binascii.Error, ValueError, KeyError, TypeError, RecursionError):
-        after = None
-    if not isinstance(after, str) or not 1 <= len(after) <= _EVENT_ID_MAX:
-        raise ValidationFailed(
-            "next_token is not one this listing returned; start again without it",
-            {"field": "next_token"},
-        )
-    return after
+    return paging.decode_after(token, lambda after: 1 <= len(after) <= _EVENT_ID_MAX)
 
 
 def _digest(payload: Any) -> str:
