@@ -258,9 +258,21 @@ def cmd_deletion_status(args: argparse.Namespace) -> int:
 
 
 def cmd_run(args: argparse.Namespace) -> int:
-    from memvault_local.stack import StackOptions, run
+    from pydantic import ValidationError
 
-    return run(StackOptions(host=args.host, port=args.port), sys.stdout)
+    from memvault_local.options import StackOptions
+    from memvault_local.stack import run
+
+    given = {name: getattr(args, name) for name in ("host", "port")}
+    try:
+        options = StackOptions(**{k: v for k, v in given.items() if v is not None})
+    except ValidationError as err:
+        for e in err.errors(include_url=False, include_input=False):
+            name = str(e["loc"][0]) if e["loc"] else "?"
+            flag = f" (or --{name})" if name in given else ""
+            print(f"memvault run: MEMVAULT_{name.upper()}{flag}: {e['msg']}", file=sys.stderr)
+        return 2
+    return run(options, sys.stdout)
 
 
 def cmd_doctor(args: argparse.Namespace) -> int:
@@ -363,8 +375,8 @@ def _parser() -> argparse.ArgumentParser:
 def _local_commands(commands: argparse._SubParsersAction[argparse.ArgumentParser]) -> None:
     """The local stack's own commands: run, doctor, dev-token, demo."""
     run = commands.add_parser("run", help="run the local stack (what `make run` does)")
-    run.add_argument("--host", default=os.environ.get("MEMVAULT_HOST", "127.0.0.1"))
-    run.add_argument("--port", type=int, default=int(os.environ.get("MEMVAULT_PORT", "8787")))
+    run.add_argument("--host", help="where the API listens (MEMVAULT_HOST; 127.0.0.1)")
+    run.add_argument("--port", type=int, help="its port (MEMVAULT_PORT; 8787)")
     run.set_defaults(func=cmd_run)
 
     doc = commands.add_parser(

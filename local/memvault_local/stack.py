@@ -59,22 +59,14 @@ from memvault_local.local_index import (
     recorded_model,
 )
 from memvault_local.objects_app import ObjectsApp
+from memvault_local.options import StackOptions
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
 from memvault_local.sweeper import TtlSweeper
 from memvault_local.threads import make_resolver_thread_safe
 
-#: How often the sweeper plays TTL (``MEMVAULT_SWEEP_SECONDS``).
-SWEEP_SECONDS = float(os.environ.get("MEMVAULT_SWEEP_SECONDS", "15"))
-
 LOCAL_TENANT = "local"
 LOCAL_SUBJECT = "user-1"
-
-
-@dataclass(frozen=True)
-class StackOptions:
-    host: str = "127.0.0.1"
-    port: int = 8787
 
 
 class AlreadyRunning(Exception):
@@ -115,9 +107,9 @@ class _QuietHandler(WSGIRequestHandler):
 
     A connection that sends nothing for ``timeout`` seconds is closed (a body shorter than
     its ``Content-Length`` answers ``400`` then, instead of holding the connection and its
-    thread until the client gives up)."""
+    thread until the client gives up; ``MEMVAULT_READ_IDLE_SECONDS``, set per run)."""
 
-    timeout = float(os.environ.get("MEMVAULT_READ_IDLE_SECONDS", "20"))
+    timeout = 20.0
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
@@ -173,14 +165,17 @@ _HTTP_ERRORS: dict[int, tuple[str, str]] = {
 
 
 def _sweep_in_background(
-    sweeps: list[Callable[[], int]], stop: threading.Event, after: Callable[[], None] | None = None
+    sweeps: list[Callable[[], int]],
+    stop: threading.Event,
+    every: float,
+    after: Callable[[], None] | None = None,
 ) -> None:
     """Play DynamoDB TTL (which neither the embedded store nor DynamoDB Local runs), sweep
     staged uploads never committed, and prune the consumed change feed; ``after`` runs
     when a round removed anything (the embedded store truncates its WAL then)."""
 
     def loop() -> None:
-        while not stop.wait(SWEEP_SECONDS):
+        while not stop.wait(every):
             removed = 0
             for sweep in sweeps:
                 try:
@@ -288,9 +283,9 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
         )
         return 1
     os.environ.setdefault("POWERTOOLS_METRICS_DISABLED", "true")
-    logging.getLogger("memvault").setLevel(os.environ.get("MEMVAULT_LOG_LEVEL", "WARNING"))
+    logging.getLogger("memvault").setLevel(options.log_level)
     url = f"http://{options.host}:{options.port}"
-    local = _start_backend(home, url, out)
+    local = _start_backend(options, home, url, out)
     if local is None:
         return 1
     key = DevKey.load_or_create(home)
@@ -301,11 +296,12 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     sign_in_key = secrets.token_urlsafe(24) if _is_loopback(options.host) else None
     app = _guarded_app(api_app, key, sign_in_key, local)
     # Threads: requests are served concurrently; the store's transactions keep them apart.
-    api = make_server(options.host, options.port, app, threaded=True, request_handler=_QuietHandler)
+    handler = type("_Handler", (_QuietHandler,), {"timeout": options.read_idle_seconds})
+    api = make_server(options.host, options.port, app, threaded=True, request_handler=handler)
     (home / "run.json").write_text(json.dumps({"pid": os.getpid(), "url": url}))
     # A token and the console's key are printed only to a terminal (or when asked): output
     # sent to a file or a log collector would keep them past the person who reads them.
-    shown = _credentials_shown(out)
+    shown = _credentials_shown(out, options)
     if sign_in_key is not None and not shown:
         _write_private(home / "console-sign-in-key", sign_in_key)
     try_it = _try_it(key, url, shown)
@@ -325,12 +321,12 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     return 0
 
 
-def _start_backend(home: Path, url: str, out: TextIO) -> _Local | None:
-    """DynamoDB when the environment names one (``MEMVAULT_BACKEND=aws`` or
+def _start_backend(options: StackOptions, home: Path, url: str, out: TextIO) -> _Local | None:
+    """DynamoDB when the options name one (``MEMVAULT_BACKEND=aws`` or
     ``MEMVAULT_DYNAMODB_ENDPOINT``), else the embedded store; None if it did not start."""
-    if os.environ.get("MEMVAULT_BACKEND") == "aws" or os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT"):
-        return _on_dynamodb(home, out)
-    return _on_embedded_store(home, url, out)
+    if options.on_dynamodb:
+        return _on_dynamodb(options, home, out)
+    return _on_embedded_store(options, home, url, out)
 
 
 def _guarded_app(api_app: Any, key: DevKey, sign_in_key: str | None, local: _Local) -> Any:
@@ -399,10 +395,10 @@ def _is_loopback(host: str) -> bool:
     return host in ("127.0.0.1", "localhost", "::1")
 
 
-def _credentials_shown(out: IO[str]) -> bool:
+def _credentials_shown(out: IO[str], options: StackOptions) -> bool:
     """Whether the banner may print a token and the console's key: to a terminal, or when
     ``MEMVAULT_SHOW_CREDENTIALS=1`` asks for it (a harness that reads the banner)."""
-    if os.environ.get("MEMVAULT_SHOW_CREDENTIALS") == "1":
+    if options.show_credentials:
         return True
     isatty = getattr(out, "isatty", None)
     return bool(isatty and isatty())
@@ -431,6 +427,7 @@ class _Local:
     """What a local run started besides the API: closed in reverse on the way out."""
 
     settings: Settings
+    options: StackOptions
     backend: str
     objects: Any = None
     #: Whether an upload URL's artifact still takes bytes (the artifact service).
@@ -443,7 +440,7 @@ class _Local:
                 closer()
 
 
-def _on_embedded_store(home: Path, url: str, out: TextIO) -> _Local:
+def _on_embedded_store(options: StackOptions, home: Path, url: str, out: TextIO) -> _Local:
     settings = Settings(**_local_defaults(home, url))
     new_index = (
         settings.search_backend == "embedded"
@@ -455,6 +452,7 @@ def _on_embedded_store(home: Path, url: str, out: TextIO) -> _Local:
     database = stores.database
     local = _Local(
         settings,
+        options,
         f"embedded: {database.path} (SQLite, WAL), objects encrypted beside it",
         objects=stores.objects,
         uploads=services.artifacts,
@@ -485,7 +483,7 @@ def _on_embedded_store(home: Path, url: str, out: TextIO) -> _Local:
     sweeps: list[Callable[[], int]] = [services.artifacts.sweep_staged]
     sweeps += [_expiry_sweep(sweeper) for sweeper in stores.sweepers]
     sweeps.append(feed.prune)
-    _sweep_in_background(sweeps, stop, after=database.purge_files)
+    _sweep_in_background(sweeps, stop, options.sweep_seconds, after=database.purge_files)
     return local
 
 
@@ -500,7 +498,7 @@ def _indexing_embedder(services: Any, local: _Local) -> Embedder:
     embedder: Embedder = services.recall.embedder
     if not isinstance(embedder, MiniLmEmbedder | OnnxEmbedder):
         return embedder
-    if os.environ.get("MEMVAULT_EMBED_WORKER") == "off":
+    if local.options.embed_worker == "off":
         return embedder
     worker = WorkerEmbedder(embedder)
     local.closers.append(worker.close)
@@ -522,11 +520,11 @@ def _warm_up(services: Any) -> None:
     ).start()
 
 
-def _on_dynamodb(home: Path, out: TextIO) -> _Local | None:
+def _on_dynamodb(options: StackOptions, home: Path, out: TextIO) -> _Local | None:
     """DynamoDB elsewhere: a real account (``MEMVAULT_BACKEND=aws``) or another endpoint
     (``MEMVAULT_DYNAMODB_ENDPOINT``: DynamoDB Local); S3 and KMS are then AWS's own."""
-    endpoint = os.environ.get("MEMVAULT_DYNAMODB_ENDPOINT")
-    real_aws = os.environ.get("MEMVAULT_BACKEND") == "aws"
+    endpoint = options.dynamodb_endpoint
+    real_aws = options.backend == "aws"
     if real_aws:
         endpoint = None
         backend = "AWS itself (MEMVAULT_BACKEND=aws): default credentials and region"
@@ -547,7 +545,7 @@ def _on_dynamodb(home: Path, out: TextIO) -> _Local | None:
         create_tables(client, settings.table_prefix)
     services = build_services(settings, client=client)
     deps.use(services)
-    local = _Local(settings, backend)
+    local = _Local(settings, options, backend)
     if not real_aws and services.recall.index is not None:
         indexer = build_indexer(
             settings,
@@ -568,5 +566,7 @@ def _on_dynamodb(home: Path, out: TextIO) -> _Local | None:
     if not real_aws:
         stop = threading.Event()
         local.closers.append(stop.set)
-        _sweep_in_background([TtlSweeper(client, settings.table_prefix).sweep], stop)
+        _sweep_in_background(
+            [TtlSweeper(client, settings.table_prefix).sweep], stop, options.sweep_seconds
+        )
     return local

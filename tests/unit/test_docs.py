@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from memvault.config import Settings
+from memvault_local.options import StackOptions
 
 ROOT = Path(__file__).resolve().parents[2]
 README = ROOT / "README.md"
@@ -148,7 +149,11 @@ def test_every_repository_path_a_page_names_exists(page: Path) -> None:
 
 def test_every_variable_the_pages_name_is_a_setting_or_read_by_the_code() -> None:
     named = {v for page in PAGES for v in VARIABLE.findall(page.read_text(encoding="utf-8"))}
-    settings = {f"MEMVAULT_{name.upper()}" for name in Settings.model_fields}
+    settings = {
+        f"MEMVAULT_{name.upper()}"
+        for model in (Settings, StackOptions)
+        for name in model.model_fields
+    }
     code = "\n".join(
         text
         for path in repository_files()
