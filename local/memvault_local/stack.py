@@ -107,9 +107,8 @@ class _QuietHandler(WSGIRequestHandler):
 
     A connection that sends nothing for ``timeout`` seconds is closed (a body shorter than
     its ``Content-Length`` answers ``400`` then, instead of holding the connection and its
-    thread until the client gives up; ``MEMVAULT_READ_IDLE_SECONDS``, set per run)."""
-
-    timeout = 20.0
+    thread until the client gives up). ``timeout`` is set per run, from
+    ``StackOptions.read_idle_seconds`` (``MEMVAULT_READ_IDLE_SECONDS``), its one default."""
 
     def log_request(self, code: int | str = "-", size: int | str = "-") -> None:
         return None
