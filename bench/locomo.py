@@ -11,7 +11,7 @@ The data is LoCoMo's ``locomo10`` release (snap-research/locomo, CC BY-NC 4.0), 
 this repository: give its folder of per-conversation JSON files
 (``data/multimodal_dialog/locomo10_v2``) with ``--data`` or ``MEMVAULT_LOCOMO``.
 
-    python bench/locomo.py --data DIR [--model e5-small-v2] [--split dev|heldout|all]
+    python bench/locomo.py --data DIR [--model default|e5-small-v2|minilm] [--split dev|heldout|all]
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import sys
 import tempfile
@@ -35,6 +36,8 @@ from memvault_local.process import start_stack
 DEV = ("26", "30", "41", "42", "43")
 HELDOUT = ("44", "47", "48", "49", "50")
 SCOPES = "memory:read memory:write"
+#: The model a plain ``memvault run`` serves with (none named in its environment).
+DEFAULT = "default"
 
 
 def turns(conversation: dict[str, Any]) -> list[dict[str, Any]]:
@@ -154,13 +157,16 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
-    """Every named conversation through a fresh local stack on ``model``."""
+    """Every named conversation through a fresh local stack on ``model`` (``default``:
+    the model a plain ``memvault run`` chooses)."""
     with tempfile.TemporaryDirectory(prefix="memvault-locomo-") as tmp:
         home = Path(tmp)
-        env = {"MEMVAULT_EMBEDDING_MODEL": model}
+        env = {} if model == DEFAULT else {"MEMVAULT_EMBEDDING_MODEL": model}
         if os.environ.get("MEMVAULT_MODEL_DIR"):
             env["MEMVAULT_MODEL_DIR"] = os.environ["MEMVAULT_MODEL_DIR"]
         stack = start_stack(home, **env)
+        served = re.search(r"embeddings: (\S+);", stack.banner)
+        model = served.group(1) if served else model
         try:
             rows = []
             for name in names:
@@ -184,26 +190,41 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
     return result
 
 
-def run() -> dict[str, Any]:
-    """``make bench``'s LoCoMo section: all ten conversations with e5-small-v2, when the
-    data is there (``MEMVAULT_LOCOMO``; it is not shipped: CC BY-NC)."""
+def run(opensearch_url: str = "") -> dict[str, Any]:
+    """``make bench``'s LoCoMo section: all ten conversations on the default model, when the
+    data is there (``MEMVAULT_LOCOMO``; it is not shipped: CC BY-NC); with an OpenSearch,
+    Mem0 on the same conversations with the same embedder (``locomo_mem0``)."""
     data = os.environ.get("MEMVAULT_LOCOMO")
     if not data or not Path(data).is_dir():
         return {"skipped": "set MEMVAULT_LOCOMO to LoCoMo's locomo10_v2 folder to run this"}
-    result = measure(
-        Path(data), DEV + HELDOUT, os.environ.get("MEMVAULT_LOCOMO_MODEL", "e5-small-v2")
-    )
+    result = measure(Path(data), DEV + HELDOUT, os.environ.get("MEMVAULT_LOCOMO_MODEL", DEFAULT))
     result.pop("rows")
     result["goals"] = {"recall_any_at_10_all": 0.78, "recall_any_at_10_heldout": 0.76}
+    if opensearch_url:
+        result["mem0"] = versus_mem0(Path(data), DEV + HELDOUT, opensearch_url, result["model"])
     return result
+
+
+def versus_mem0(data: Path, names: tuple[str, ...], url: str, model: str) -> dict[str, Any]:
+    """Mem0's figures per split, on ``model`` (the one memvault was measured with)."""
+    import locomo_mem0
+
+    rows = locomo_mem0.measure(data, names, url, model)
+    out: dict[str, Any] = {"model": model}
+    for split, members in (("dev", DEV), ("heldout", HELDOUT), ("all", DEV + HELDOUT)):
+        chosen = [r for r in rows if r["conversation"] in members]
+        if chosen:
+            out[split] = locomo_mem0.summary(chosen)
+    return out
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--data", default=os.environ.get("MEMVAULT_LOCOMO"))
-    parser.add_argument("--model", default="e5-small-v2")
+    parser.add_argument("--model", default=DEFAULT, help="default: what memvault run chooses")
     parser.add_argument("--split", choices=["dev", "heldout", "all"], default="dev")
     parser.add_argument("--out", help="write the figures here as JSON")
+    parser.add_argument("--mem0", metavar="URL", help="also Mem0, on the OpenSearch at URL")
     args = parser.parse_args(argv)
     if not args.data:
         print("error: give LoCoMo's folder with --data or MEMVAULT_LOCOMO", file=sys.stderr)
@@ -212,6 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     measured = measure(Path(args.data), names, args.model)
     rows = measured.pop("rows", None)
     result: dict[str, Any] = {"split": args.split, **measured}
+    if args.mem0:
+        result["mem0"] = versus_mem0(Path(args.data), names, args.mem0, measured["model"])
     print(json.dumps({k: v for k, v in result.items()}, indent=1))
     if args.out:
         Path(args.out).write_text(json.dumps({**result, "rows": rows}, indent=1))

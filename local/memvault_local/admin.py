@@ -185,7 +185,7 @@ def reindex_local(
     compared with the index in use on an evaluation set; ``--switch`` makes it the one
     ``memvault run`` uses from its next start, and the old index stays for a roll-back."""
     from memvault_local.devkeys import data_home
-    from memvault_local.local_index import DEFAULT_MODEL, record_model, recorded_model
+    from memvault_local.local_index import model_in_use, record_model
     from memvault_local.stack import AlreadyRunning, _single_instance
 
     if tenant_id is not None:
@@ -193,7 +193,7 @@ def reindex_local(
     home = data_home()
     settings = _local_store_settings(home)
     index_dir = Path(settings.index_dir or "")
-    current = recorded_model(index_dir) or DEFAULT_MODEL
+    current = model_in_use(index_dir)
     new_settings = settings.model_copy(update={"embedding_model": model})
     try:
         with _single_instance(home):

@@ -576,6 +576,18 @@ def _subject_commands(commands: argparse._SubParsersAction[argparse.ArgumentPars
     )
 
 
+def _install_hint(err: Exception) -> str:
+    """One line for a model that is not installed: what is missing and the command."""
+    what = str(err).split(":")[0]
+    name = what.split()[0]
+    if name in LOCAL_MODELS[1:]:
+        return (
+            f"{what}; install it with: memvault model install {name} "
+            "(or choose another with MEMVAULT_EMBEDDING_MODEL, e.g. minilm)"
+        )
+    return f"{what}; install them with: memvault model install"
+
+
 def main(argv: list[str] | None = None) -> int:
     """Every failure ends in one line on stderr and an exit code, never a traceback
     (MEMVAULT_DEBUG=1 shows it)."""
@@ -585,10 +597,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code: int = args.func(args)
     except EmbeddingUnavailable as err:
-        print(
-            f"error: {str(err).split(':')[0]}; install them with: memvault model install",
-            file=sys.stderr,
-        )
+        print(f"error: {_install_hint(err)}", file=sys.stderr)
         return 2
     except (ConnectionError, OSError) as err:
         print(

@@ -4,7 +4,8 @@ for a model from the embedded store.
 Each model has its own index file (``<alias>--<model slug>.sqlite3`` under the index
 folder); the store is the source of truth and any index can be rebuilt from it. The
 model in use is, in order: ``MEMVAULT_EMBEDDING_MODEL``; the one ``memvault reindex
---switch`` recorded in the index folder (``embedding-model``); MiniLM.
+--switch`` recorded in the index folder (``embedding-model``); MiniLM for a folder that
+already holds a MiniLM index (the default before e5-small-v2); e5-small-v2.
 
 An index that does not exist yet for the model in use is built from the store when the
 stack starts, before it serves (a store written with another model is never left with an
@@ -26,8 +27,12 @@ from memvault.storage.ports.memory import MemoryStore
 
 #: The file in the index folder that names the model ``reindex --switch`` chose.
 MODEL_FILE = "embedding-model"
-#: The model of a store that never switched.
-DEFAULT_MODEL = "minilm"
+#: The model of a new store. It became the default when it led MiniLM on LoCoMo and
+#: matched it on the shared evaluation set (docs/recall.md).
+DEFAULT_MODEL = "e5-small-v2"
+#: The default before it: a store whose index folder holds a MiniLM index and records no
+#: model was written with it, and keeps it until ``memvault reindex --switch``.
+EARLIER_DEFAULT = "minilm"
 
 
 def recorded_model(index_dir: Path) -> str | None:
@@ -36,6 +41,16 @@ def recorded_model(index_dir: Path) -> str | None:
         return None
     name = path.read_text(encoding="utf-8").strip()
     return name or None
+
+
+def model_in_use(index_dir: Path) -> str:
+    """The model ``memvault run`` uses when the environment names none."""
+    recorded = recorded_model(index_dir)
+    if recorded is not None:
+        return recorded
+    if any(index_dir.glob("*--minilm-*.sqlite3")):
+        return EARLIER_DEFAULT
+    return DEFAULT_MODEL
 
 
 def record_model(index_dir: Path, model: str) -> None:

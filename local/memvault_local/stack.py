@@ -51,13 +51,7 @@ from memvault_local.bodies import GuardedServer
 from memvault_local.console_app import ConsoleApp
 from memvault_local.devkeys import DevKey, data_home
 from memvault_local.embed_worker import WorkerEmbedder
-from memvault_local.local_index import (
-    DEFAULT_MODEL,
-    build,
-    has_memories,
-    index_path,
-    recorded_model,
-)
+from memvault_local.local_index import build, has_memories, index_path, model_in_use
 from memvault_local.objects_app import ObjectsApp
 from memvault_local.options import StackOptions
 from memvault_local.outbox_pump import OutboxPump
@@ -210,7 +204,7 @@ def _local_defaults(home: Path, url: str) -> dict[str, Any]:
 
 def _local_search_defaults(home: Path, data: Path | None = None) -> dict[str, Any]:
     """Local mode recalls with the embedded index and the model ``memvault reindex
-    --switch`` recorded (MiniLM until then) unless the environment names others
+    --switch`` recorded (``model_in_use``) unless the environment names others
     (``MEMVAULT_SEARCH_ENDPOINT`` for a real OpenSearch), and purges in the background."""
     env = os.environ
     defaults: dict[str, Any] = {}
@@ -222,7 +216,7 @@ def _local_search_defaults(home: Path, data: Path | None = None) -> dict[str, An
     if "MEMVAULT_INDEX_DIR" not in env:
         defaults["index_dir"] = str(index_dir)
     if "MEMVAULT_EMBEDDING_MODEL" not in env:
-        defaults["embedding_model"] = recorded_model(index_dir) or DEFAULT_MODEL
+        defaults["embedding_model"] = model_in_use(index_dir)
     if "MEMVAULT_SEARCH_REFRESH_INTERVAL" not in env:
         defaults["search_refresh_interval"] = "500ms"
     if "MEMVAULT_PURGE_LAUNCH" not in env:

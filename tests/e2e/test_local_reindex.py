@@ -4,8 +4,10 @@
 stack stopped and records M as the model ``memvault run`` uses; the old index stays, and
 ``--switch`` back to the old model rolls back. A stack started with a model the store has
 no index for builds it from the store before it serves: before, it served from an empty
-index and every recall missed. Run against real ``memvault run`` subprocesses; the two
-models are the hashing embedder and MiniLM.
+index and every recall missed. A store whose index folder holds a MiniLM index (the
+default before e5-small-v2) and records no model keeps MiniLM. Run against real
+``memvault run`` subprocesses; the models are the hashing embedder, e5-small-v2 (the
+default) and MiniLM.
 """
 
 from __future__ import annotations
@@ -78,9 +80,9 @@ def _wait_indexed(stack: RunningStack, query: str, want: str) -> None:
 
 def test_switch_to_another_model_and_back_on_a_populated_store(tmp_path: Path) -> None:
     home = tmp_path / "home"
-    stack = start_stack(home)  # the default model (MiniLM)
+    stack = start_stack(home)  # the default model (e5-small-v2)
     try:
-        assert "embeddings: minilm" in stack.banner
+        assert "embeddings: e5-small-v2" in stack.banner
         _write(stack, "The staging database moved to Frankfurt in March")
         _wait_indexed(
             stack, "staging database Frankfurt", "The staging database moved to Frankfurt in March"
@@ -92,8 +94,8 @@ def test_switch_to_another_model_and_back_on_a_populated_store(tmp_path: Path) -
 
     switched = _reindex(home, "--model", "hashing", "--switch")
     assert switched.returncode == 0, switched.stderr
-    assert "now uses hashing (was minilm)" in switched.stdout
-    assert "memvault reindex --model minilm --switch" in switched.stdout
+    assert "now uses hashing (was e5-small-v2)" in switched.stdout
+    assert "memvault reindex --model e5-small-v2 --switch" in switched.stdout
     assert (home / "data" / "index" / "embedding-model").read_text().strip() == "hashing"
 
     stack = start_stack(home)
@@ -107,11 +109,11 @@ def test_switch_to_another_model_and_back_on_a_populated_store(tmp_path: Path) -
     finally:
         stack.stop()
 
-    back = _reindex(home, "--model", "minilm", "--switch")
+    back = _reindex(home, "--model", "e5-small-v2", "--switch")
     assert back.returncode == 0, back.stderr
     stack = start_stack(home)
     try:
-        assert "embeddings: minilm" in stack.banner
+        assert "embeddings: e5-small-v2" in stack.banner
         # Rebuilt from the store: the memory written while on hashing is there too.
         assert "Release trains leave every second Tuesday" in _recalled(
             stack, "release trains Tuesday"
@@ -128,11 +130,34 @@ def test_a_model_the_store_has_no_index_for_is_built_before_serving(tmp_path: Pa
         _wait_indexed(stack, "finance guild", "Quarterly numbers are reviewed by the finance guild")
     finally:
         stack.stop()
-    stack = start_stack(home)  # MiniLM: no index for it yet
+    stack = start_stack(home)  # e5-small-v2: no index for it yet
     try:
-        assert "building the minilm index from the store" in stack.banner
+        assert "building the e5-small-v2 index from the store" in stack.banner
         assert "Quarterly numbers are reviewed by the finance guild" in _recalled(
             stack, "finance guild"
         )
+    finally:
+        stack.stop()
+
+
+def test_a_store_indexed_with_minilm_before_the_default_changed_keeps_minilm(
+    tmp_path: Path,
+) -> None:
+    """A data folder from before e5-small-v2 became the default holds a MiniLM index and
+    no recorded model: the next plain start keeps MiniLM (no surprise rebuild, the same
+    rankings as before), until ``memvault reindex --switch`` says otherwise."""
+    home = tmp_path / "home"
+    stack = start_stack(home, MEMVAULT_EMBEDDING_MODEL="minilm")
+    try:
+        _write(stack, "The design review moved to Thursday mornings")
+        _wait_indexed(stack, "design review", "The design review moved to Thursday mornings")
+    finally:
+        stack.stop()
+    assert not (home / "data" / "index" / "embedding-model").exists()
+    stack = start_stack(home)
+    try:
+        assert "embeddings: minilm" in stack.banner
+        assert "building" not in stack.banner
+        assert "The design review moved to Thursday mornings" in _recalled(stack, "design review")
     finally:
         stack.stop()

@@ -212,8 +212,8 @@ def test_the_cli_talks_to_the_stack(stack: RunningStack) -> None:
 def test_a_written_memory_is_recalled_over_http_and_a_deleted_one_is_not(
     stack: RunningStack,
 ) -> None:
-    """The stack's own stream pump feeds the indexer; recall uses MiniLM and the embedded
-    index by default, with no step by hand in between."""
+    """The stack's own stream pump feeds the indexer; recall uses e5-small-v2 and the
+    embedded index by default, with no step by hand in between."""
     client = stack.client(subject="recall-1")
     written = client.call(
         "POST",

