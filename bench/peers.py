@@ -382,6 +382,50 @@ class _MemvaultClient:
         raise ValueError(f"no such call: {method} {path}")
 
 
+class FloorView:
+    """The floor under any recall on one backend of a :class:`MemvaultSystem`: the query
+    embedded by the same embedder, then one search round trip on memvault's own index
+    with the same hard filter and depth (one ``_msearch`` on OpenSearch, one in-process
+    search on the embedded index). Nothing else: no re-validation against the table, no
+    fusion, relevance floor, trace or answer models. A recall cannot cost less than this
+    on its index; memvault's recall time over it is what memvault itself adds."""
+
+    def __init__(self, system: MemvaultSystem, backend: str) -> None:
+        self.system = system
+        self.recall = system.recalls[backend]
+
+    def client_for(
+        self, tenant: str, subject: str | None, role: str | None, sensitivity: str | None
+    ) -> _FloorClient:
+        return _FloorClient(self, self.system.ctx(tenant, subject, role, sensitivity))
+
+
+class _FloorClient:
+    def __init__(self, view: FloorView, ctx: AccessContext) -> None:
+        self.view = view
+        self.ctx = ctx
+
+    def call(self, method: str, path: str, *, body: Any = None) -> Answer:
+        parts = _path_parts(path)
+        if method != "POST" or parts[3] != "recall":
+            raise ValueError(f"the floor answers recalls only, not {method} {path}")
+        recall = self.view.recall
+        assert recall.index is not None
+        started = time.perf_counter()
+        req = RecallRequest.model_validate(body)
+        vector = recall.embedder.embed_query(req.query)
+        flt = RecallService._filter(self.ctx, parts[2], req, recall.clock.now())
+        depth = max(recall.settings.recall_candidates, req.limit * 2)
+        found = recall.index.search(flt, req.query, vector, depth)
+        total = round((time.perf_counter() - started) * 1000, 2)
+        hits = found.vector[: req.limit] or found.keyword[: req.limit]
+        return Answer(
+            200,
+            {"items": [{"memory": {"memory_id": h.memory_id}} for h in hits]},
+            {"Server-Timing": f"total;dur={total}"},
+        )
+
+
 # -------------------------------------------------------------------------------- Mem0
 
 

@@ -28,6 +28,9 @@ GOALS = {
     "deletion_completed_p95_ms": 5000.0,
     # Issue 14's targets.
     "recall_p95_ratio_to_mem0_at_most": 0.35,
+    # Issue 30's: memvault's recall p95 over the floor's (query embedding plus one search
+    # round trip on the same index), measured in the same run.
+    "recall_p95_ratio_to_floor_at_most": 1.25,
     "embedded_recall_p95_ms_at_100k": 30.0,
     "noisy_neighbour_recall_drop_at_most": 0.01,
     "freshness_p95_ms_local": 1000.0,
@@ -72,7 +75,7 @@ def main(only: list[str]) -> int:
     import tracing
     import write_cost
 
-    needs_opensearch = {"recall_quality", "deletion", "peer_quality", "peer_scale"}
+    needs_opensearch = {"recall_quality", "deletion", "peer_quality", "peer_scale", "locomo"}
     url = _opensearch() if not only or needs_opensearch & set(only) else ""
     sections: dict[str, Any] = {}
     plan = {
@@ -86,7 +89,7 @@ def main(only: list[str]) -> int:
         "peer_quality": lambda: peer_compare.quality(url),
         "peer_scale": lambda: peer_compare.scale(url),
         "tracing": tracing.run,
-        "locomo": locomo.run,
+        "locomo": lambda: locomo.run(url),
     }
     RESULTS.mkdir(parents=True, exist_ok=True)
     commit = _commit()
@@ -417,6 +420,26 @@ def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
             f"| {size['memvault_embedded_index']} / {size['memvault_opensearch_index']} "
             f"/ {size['mem0_opensearch_index']} |"
         )
+    floored = [row for row in ps["scales"] if row.get("p95_ratio_to_floor")]
+    if floored:
+        lines += [
+            "",
+            "The floor under each recall, timed in the same round robin: the query embedded "
+            "by the same embedder and one search round trip on memvault's own index with "
+            "the same filter (`peers.FloorView`); memvault's p95 over it, goal ≤ "
+            f"{goals['recall_p95_ratio_to_floor_at_most']}.",
+            "",
+            "| memories | floor, embedded | floor, OpenSearch | memvault / floor: embedded "
+            "| memvault / floor: OpenSearch |",
+            "|---|---|---|---|---|",
+        ]
+        for row in floored:
+            r, ratio = row["recall_ms"], row["p95_ratio_to_floor"]
+            lines.append(
+                f"| {row['memories']:,} | {_ms(r['floor-embedded'])} "
+                f"| {_ms(r['floor-opensearch'])} | {ratio.get('memvault-embedded')} "
+                f"| {ratio.get('memvault-opensearch')} |"
+            )
     for key in ("error", "freshness_error"):
         if ps.get(key):
             lines += ["", f"**Stopped early**: {ps[key]}"]
@@ -578,6 +601,23 @@ def _locomo_lines(lo: dict[str, Any], goals: dict[str, Any]) -> list[str]:
                 f"| {split} | {r['questions']} | {r['recall_any_at_5']} | "
                 f"{r['recall_any_at_10']} | {r['p50_ms']} / {r['p95_ms']} | {r['turns_per_s']} |"
             )
+    mem0 = lo.get("mem0")
+    if mem0:
+        lines += [
+            "",
+            f"Mem0 2.2 (`infer=False`) on the same turns and questions, on its OpenSearch "
+            f"vector store with the same embedder ({mem0['model']}); `bench/locomo_mem0.py`:",
+            "",
+            "| split | questions | recall_any@5 | recall_any@10 | search p50 / p95 ms |",
+            "|---|---|---|---|---|",
+        ]
+        for split in ("dev", "heldout", "all"):
+            if split in mem0:
+                r = mem0[split]
+                lines.append(
+                    f"| {split} | {r['questions']} | {r['recall_any_at_5']} | "
+                    f"{r['recall_any_at_10']} | {r['p50_ms']} / {r['p95_ms']} |"
+                )
     g = lo.get("goals", {})
     return [
         *lines,
