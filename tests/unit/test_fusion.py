@@ -11,6 +11,7 @@ from memvault.config import Settings
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault.search.backend import Hit
 from memvault.search.fusion import DEFAULT_TUNING, TUNINGS, normalised, tuning_for
+from memvault.search.text import content_tokens, tokens
 from memvault.services.recall import RecallService, _Candidate
 from memvault_wire.recall import RecallRequest
 from tests.support.harness import FakeClock
@@ -133,3 +134,15 @@ def test_recall_answers_nothing_unless_the_floor_or_the_corroborated_floor_passe
     # The Chinese floor: 0.81 for a Chinese query with no word in common.
     assert _kept(e5, "表单校验用什么库", 0.815, "Forms use react-hook-form") == ["c1"]
     assert _kept(e5, "表单校验用什么库", 0.805, "Forms use react-hook-form") == []
+
+
+def test_function_words_are_no_agreement() -> None:
+    """A fresh probe found "Do I have a PMP certification?" passing the floor on "I" and
+    "have" alone (two words of five, the 40% keyword coverage): pronouns, question words
+    and auxiliaries now count neither in the query nor in a memory."""
+    e5 = _service("intfloat/e5-small-v2")
+    query = "Do I have a PMP certification?"
+    assert _kept(e5, query, 0.80, "I have an interview with Stripe on Friday") == []
+    assert _kept(e5, query, 0.80, "I passed the PMP exam in May") == ["c1"]
+    assert content_tokens("What do I usually have for breakfast?") == ["breakfast"]
+    assert "have" in tokens("I have a dog")  # keyword search keeps them, as OpenSearch does

@@ -48,13 +48,36 @@ def _stemmer() -> Any:
     return Stemmer.Stemmer("english")
 
 
-def tokens(text: str) -> list[str]:
+#: Words that say nothing about a topic: pronouns, question words, auxiliaries and the
+#: commonest prepositions and determiners. BM25 keeps them (as OpenSearch's ``english``
+#: analyzer does); the relevance floor's word coverage does not, or "Do I have a PMP
+#: certification?" would agree with any memory holding "I have" on two words of five.
+FUNCTION_WORDS = frozenset(
+    (
+        *("i", "me", "my", "mine", "myself", "we", "us", "our", "ours", "you", "your"),
+        *("yours", "he", "him", "his", "she", "her", "hers", "its", "them", "theirs"),
+        *("what", "which", "who", "whom", "whose", "when", "where", "why", "how"),
+        *("do", "does", "did", "done", "doing", "have", "has", "had", "having", "am"),
+        *("were", "been", "being", "can", "could", "should", "would", "shall", "may"),
+        *("might", "must", "about", "from", "up", "down", "out", "over", "any", "some"),
+        *("all", "each", "every", "here", "those", "than", "so", "very", "just", "also"),
+        *("get", "got", "go", "going", "like", "usually", "ever", "ll", "ve", "re", "d"),
+    )
+)
+
+
+def tokens(text: str, stop: frozenset[str] = STOPWORDS) -> list[str]:
     lowered = text.lower()
     words = _WORD.findall(_CJK.sub(" ", lowered))
-    out: list[str] = list(_stemmer().stemWords([w for w in words if w not in STOPWORDS]))
+    out: list[str] = list(_stemmer().stemWords([w for w in words if w not in stop]))
     for run in _CJK.findall(lowered):
         if len(run) == 1:
             out.append(run)
         else:
             out.extend(run[i : i + 2] for i in range(len(run) - 1))
     return out
+
+
+def content_tokens(text: str) -> list[str]:
+    """``tokens`` without function words: what a text says it is about."""
+    return tokens(text, STOPWORDS | FUNCTION_WORDS)

@@ -29,7 +29,7 @@ from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
 from memvault.search.fusion import normalised, tuning_for
 from memvault.search.rerank import Reranker
-from memvault.search.text import tokens
+from memvault.search.text import content_tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
 from memvault.storage.ports.traces import TraceStore
 from memvault_wire.errors import SearchUnavailable
@@ -452,10 +452,10 @@ class RecallService:
         """
         if req.mode == "keyword":
             return [(c, m) for c, m in valid if c.keyword_rank is not None or c.exact_key]
-        query_words = set(tokens(req.query))
+        query_words = set(content_tokens(req.query))
         coverage: dict[str, float] = {}
         for c, m in valid:
-            held = set(tokens(f"{m.content} {m.canonical_key or ''} {' '.join(m.tags)}"))
+            held = set(content_tokens(f"{m.content} {m.canonical_key or ''} {' '.join(m.tags)}"))
             share = len(query_words & held) / len(query_words) if query_words else 0.0
             coverage[c.chain_id] = share if req.mode == "hybrid" else 0.0
         floor = self.settings.recall_relevance_floor
