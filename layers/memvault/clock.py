@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import secrets
 from datetime import UTC, datetime, timedelta
 from typing import Protocol
@@ -49,5 +50,15 @@ def made_after_forget(now: datetime, forgotten: datetime | None) -> datetime:
     return now
 
 
+#: What ``iso`` writes (any 1 to 6 digits of a second's fraction, as ``%f`` reads them).
+_ISO = re.compile(r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}\.\d{1,6}Z")
+
+
 def parse_iso(text: str) -> datetime:
-    return datetime.strptime(text, "%Y-%m-%dT%H:%M:%S.%fZ").replace(tzinfo=UTC)
+    """A time as ``iso`` writes it, and nothing else (a ``ValueError`` otherwise).
+
+    ``fromisoformat`` after a format check: a recall reads several stored times per
+    candidate, and ``strptime`` took a tenth of a recall's own time at 10,000 memories."""
+    if not _ISO.fullmatch(text):
+        raise ValueError(f"time data {text!r} does not match format '%Y-%m-%dT%H:%M:%S.%fZ'")
+    return datetime.fromisoformat(text)
