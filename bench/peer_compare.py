@@ -414,15 +414,22 @@ def _load_scale(
         ]
         del bodies[stop - start :]
     t0 = time.monotonic()
+    refused: set[int] = set()
     for i, (subject, body) in enumerate(bodies):
         answer = (
             memvault.view("embedded")
             .client_for(TENANT, subject, None, None)
             .call("POST", f"/v1/subjects/{subject}/memories", body=body)
         )
+        if answer.status == 422 and answer.body["error"]["code"] == "secret_detected":
+            # Twenty random words can read as a wallet's recovery phrase, which the write
+            # policy refuses: that text is left out for every system alike.
+            refused.add(i)
+            continue
         assert answer.status == 201, answer.body
         if i % 5000 == 4999:
             _log(f"memvault: {start + i + 1:,} written")
+    seconds["refused_by_write_policy"] = len(refused)
     seconds["memvault_write_s"] = round(time.monotonic() - t0, 1)
     for backend, pump in memvault.pumps.items():
         t0 = time.monotonic()
@@ -436,7 +443,9 @@ def _load_scale(
             raise RuntimeError(f"the {backend} indexer dropped {pump.dropped} changes")
     t0 = time.monotonic()
     mem0.begin_bulk()
-    for subject, body in bodies:
+    for i, (subject, body) in enumerate(bodies):
+        if i in refused:
+            continue
         mem0.client_for(TENANT, subject, None, None).call(
             "POST", f"/v1/subjects/{subject}/memories", body=body
         )
