@@ -68,6 +68,12 @@ def questions(conversation: dict[str, Any]) -> list[dict[str, Any]]:
     return [q for q in conversation["qa"] if q.get("category") != 5 and q.get("evidence")]
 
 
+def hit(question: dict[str, Any], refs: list[str | None]) -> tuple[bool, bool]:
+    """Whether a gold evidence turn is among the first 5, and the first 10, results."""
+    gold = set(question["evidence"])
+    return bool(gold & set(refs[:5])), bool(gold & set(refs[:10]))
+
+
 def _percentile(values: list[float], p: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
@@ -122,10 +128,9 @@ def run_conversation(
             t0 = time.perf_counter()
             answer = mv.recall(subject, {"query": q["question"], "limit": 10})
             latencies.append((time.perf_counter() - t0) * 1000)
-            refs = [item.memory.source.ref for item in answer.items]
-            gold = set(q["evidence"])
-            hits5 += bool(gold & set(refs[:5]))
-            hits10 += bool(gold & set(refs[:10]))
+            at5, at10 = hit(q, [item.memory.source.ref for item in answer.items])
+            hits5 += at5
+            hits10 += at10
     return {
         "conversation": name,
         "turns": len(items),

@@ -23,7 +23,7 @@ import uuid
 from pathlib import Path
 from typing import Any
 
-from locomo import _percentile, questions, turns
+from locomo import _percentile, hit, questions, turns
 from peers import CachedEmbedder, Mem0System, temp_home
 
 
@@ -69,10 +69,11 @@ def _conversation(
             "POST", f"/v1/subjects/locomo-{name}/recall", body={"query": q["question"], "limit": 10}
         )
         latencies.append(float(answer.headers["Server-Timing"].split("dur=")[1]))
-        refs = [ref_of.get(item["memory"]["memory_id"]) for item in answer.body["items"]]
-        gold = set(q["evidence"])
-        hits5 += bool(gold & set(refs[:5]))
-        hits10 += bool(gold & set(refs[:10]))
+        at5, at10 = hit(
+            q, [ref_of.get(item["memory"]["memory_id"]) for item in answer.body["items"]]
+        )
+        hits5 += at5
+        hits10 += at10
     return {
         "conversation": name,
         "turns": len(items),
