@@ -580,7 +580,7 @@ def _install_hint(err: Exception) -> str:
     """One line for a model that is not installed: what is missing and the command."""
     what = str(err).split(":")[0]
     name = what.split()[0]
-    if name in LOCAL_MODELS[1:]:
+    if name in LOCAL_MODELS and name != "minilm":  # the ONNX models, installed by name
         return (
             f"{what}; install it with: memvault model install {name} "
             "(or choose another with MEMVAULT_EMBEDDING_MODEL, e.g. minilm)"

@@ -78,6 +78,9 @@ def tokens(text: str, stop: frozenset[str] = STOPWORDS) -> list[str]:
     return out
 
 
+_NOT_CONTENT = STOPWORDS | FUNCTION_WORDS
+
+
 def content_tokens(text: str) -> list[str]:
     """``tokens`` without function words: what a text says it is about."""
-    return tokens(text, STOPWORDS | FUNCTION_WORDS)
+    return tokens(text, _NOT_CONTENT)
