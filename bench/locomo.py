@@ -23,6 +23,7 @@ import re
 import statistics
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from concurrent.futures import ThreadPoolExecutor
@@ -79,6 +80,25 @@ def _percentile(values: list[float], p: float) -> float:
     return ordered[min(len(ordered) - 1, int(p * len(ordered)))]
 
 
+def wait_indexed(mv: MemvaultClient, subject: str, memory_ids: list[str]) -> None:
+    """Until every one of ``memory_ids`` is indexed. The indexer follows the order of the
+    writes, so this asks after the newest pending memory alone until it is indexed, then
+    reads the subject's list (a hundred at a time) to see which others still wait: asking
+    after every memory, or listing them all every time, would put hundreds of requests on
+    the CPU whose indexing is being timed."""
+    pending = list(memory_ids)
+    while pending:
+        if mv.get_memory(subject, pending[-1]).index_status != "indexed":
+            time.sleep(0.05)
+            continue
+        indexed = {
+            m.memory_id
+            for m in mv.iter_memories(subject, page_size=100)
+            if m.index_status == "indexed"
+        }
+        pending = [m for m in pending if m not in indexed]
+
+
 def run_conversation(
     url: str, home: Path, name: str, conversation: dict[str, Any], workers: int = 8
 ) -> dict[str, Any]:
@@ -90,36 +110,48 @@ def run_conversation(
     refused: list[str] = []
     written: list[str] = []
 
+    local = threading.local()
+    clients: list[MemvaultClient] = []
+
+    def client() -> MemvaultClient:
+        # One client per loading thread, kept: as an agent keeps its client.
+        if not hasattr(local, "mv"):
+            local.mv = MemvaultClient(url, token=token)
+            clients.append(local.mv)
+        mv: MemvaultClient = local.mv
+        return mv
+
     def write(turn: dict[str, Any]) -> None:
-        with MemvaultClient(url, token=token) as mv:
-            try:
-                out = mv.write_memory(
-                    subject,
-                    {
-                        "kind": "episodic",
-                        "content": turn["text"],
-                        "source": {
-                            "type": "user_statement",
-                            "ref": turn["dia_id"],
-                            # The conversation and the turn's place in it: recall ranks
-                            # the neighbouring turns of a strong match up with it.
-                            "thread": f"{name}/{turn['session']}",
-                            "turn": turn["turn"],
-                        },
-                        "consent": True,
+        try:
+            out = client().write_memory(
+                subject,
+                {
+                    "kind": "episodic",
+                    "content": turn["text"],
+                    "source": {
+                        "type": "user_statement",
+                        "ref": turn["dia_id"],
+                        # The conversation and the turn's place in it: recall ranks
+                        # the neighbouring turns of a strong match up with it.
+                        "thread": f"{name}/{turn['session']}",
+                        "turn": turn["turn"],
                     },
-                )
-                written.append(out.memory_id)
-            except Exception as err:  # counted: a refused turn is a recall the run cannot make
-                refused.append(f"{turn['dia_id']}: {getattr(err, 'code', type(err).__name__)}")
+                    "consent": True,
+                },
+            )
+            written.append(out.memory_id)
+        except Exception as err:  # counted: a refused turn is a recall the run cannot make
+            refused.append(f"{turn['dia_id']}: {getattr(err, 'code', type(err).__name__)}")
 
     started = time.perf_counter()
-    with ThreadPoolExecutor(workers) as pool:
-        list(pool.map(write, items))
+    try:
+        with ThreadPoolExecutor(workers) as pool:
+            list(pool.map(write, items))
+    finally:
+        for mv in clients:
+            mv.close()
     with MemvaultClient(url, token=token) as mv:
-        for memory_id in written:
-            while mv.get_memory(subject, memory_id).index_status != "indexed":
-                time.sleep(0.05)
+        wait_indexed(mv, subject, written)
         loaded_s = time.perf_counter() - started
         hits5 = hits10 = 0
         latencies: list[float] = []
