@@ -193,6 +193,29 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
+def embedder_alone(model: str, texts: list[str]) -> float | None:
+    """Turns per second the served model embeds on this machine with nothing else running:
+    the same worker processes the stack's indexer uses, fed batches of 200 as the outbox
+    pump feeds them. The load rate's peer in the same run (None for a model that is not a
+    packaged ONNX one); the load rate over it is what the API, the store and the indexer
+    keep of the machine's embedding capacity."""
+    from memvault.embeddings.onnx import MODELS, OnnxEmbedder
+    from memvault_local.embed_worker import WorkerEmbedder
+
+    if model not in MODELS:
+        return None
+    worker = WorkerEmbedder(OnnxEmbedder(model))
+    try:
+        worker.start()
+        worker.embed(texts[:16])
+        started = time.perf_counter()
+        for at in range(0, len(texts), 200):
+            worker.embed(texts[at : at + 200])
+        return len(texts) / (time.perf_counter() - started)
+    finally:
+        worker.close()
+
+
 def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
     """Every named conversation through a fresh local stack on ``model`` (``default``:
     the model a plain ``memvault run`` chooses)."""
@@ -218,7 +241,11 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
                 )
         finally:
             stack.stop()
+    texts = [t["text"] for n in names for t in turns(json.loads((data / f"{n}.json").read_text()))]
+    alone = embedder_alone(model, texts)
     result: dict[str, Any] = {"model": model}
+    if alone is not None:
+        result["embedder_alone_turns_per_s"] = round(alone, 1)
     for split, members in (("dev", DEV), ("heldout", HELDOUT), ("all", DEV + HELDOUT)):
         chosen = [r for r in rows if r["conversation"] in members]
         if chosen and (split != "all" or set(DEV + HELDOUT) <= {r["conversation"] for r in rows}):

@@ -601,6 +601,15 @@ def _locomo_lines(lo: dict[str, Any], goals: dict[str, Any]) -> list[str]:
                 f"| {split} | {r['questions']} | {r['recall_any_at_5']} | "
                 f"{r['recall_any_at_10']} | {r['p50_ms']} / {r['p95_ms']} | {r['turns_per_s']} |"
             )
+    alone = lo.get("embedder_alone_turns_per_s")
+    if alone and "all" in lo:
+        lines += [
+            "",
+            f"The same turns embedded by {lo['model']} alone, in the indexer's worker processes "
+            f"with nothing else running: {alone} turns/s; the load rate is "
+            f"{lo['all']['turns_per_s'] / alone:.2f} of it (the API, the store, the indexer and "
+            "the loading client share the same cores).",
+        ]
     mem0 = lo.get("mem0")
     if mem0:
         lines += [
