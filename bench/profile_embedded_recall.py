@@ -3,8 +3,10 @@
 Not a ``make bench`` section: a profile to read when a recall target is missed. It loads
 ``N`` memories (default 100,000; 10 subjects, as ``peer_scale`` does, through the governed
 write path) with no OpenSearch or peer in the process, then answers 300 recalls and prints
-the whole call's p50/p95, ``RecallResult.timings`` (embed, search, validate) and a
-cProfile of 100 more, by own time.
+the whole call's p50/p95, ``RecallResult.timings`` (embed, search, validate), the floor
+under each call (``peers.FloorView``: the query embedded and one search on the same index,
+timed just before it with the same query and subject) with memvault's p95 over the
+floor's, and a cProfile of 100 more, by own time.
 
     PYTHONPATH=layers:local:. .venv/bin/python bench/profile_embedded_recall.py [N]
 """
@@ -23,7 +25,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).parent))
 
 import peer_compare as pc
-from peers import MemvaultSystem, NoPeer
+from peers import FloorView, MemvaultSystem, NoPeer
 
 from memvault.observability import logger
 from memvault_local.evaluation import percentile
@@ -39,9 +41,17 @@ def main(n: int) -> None:
         pc._load_scale({"memvault": system, "mem0": NoPeer()}, cached, 0, n)
         print(f"loaded {n:,} in {time.time() - started:.0f} s")
         recall = system.recalls["embedded"]
+        floor = FloorView(system, "embedded")
+        floors: list[float] = []
 
         def one(i: int) -> tuple[float, dict[str, float], int]:
             subject = f"s-{i % pc.SUBJECTS:02d}"
+            body = {"query": queries[i % len(queries)], "limit": 10}
+            t0 = time.perf_counter()
+            floor.client_for(pc.TENANT, subject, None, None).call(
+                "POST", f"/v1/subjects/{subject}/recall", body=body
+            )
+            floors.append((time.perf_counter() - t0) * 1000)
             t0 = time.perf_counter()
             req = RecallRequest(query=queries[i % len(queries)], limit=10)
             got = recall.recall(system.ctx(pc.TENANT, subject), subject, req)
@@ -49,6 +59,7 @@ def main(n: int) -> None:
 
         for i in range(40):
             one(i)
+        floors.clear()
         whole, items, parts = [], [], {}  # type: ignore[var-annotated]
         for i in range(300):
             took, timings, count = one(i)
@@ -62,6 +73,12 @@ def main(n: int) -> None:
         )
         for key, values in parts.items():
             print(f"  {key}: p50 {percentile(values, 50):.2f} p95 {percentile(values, 95):.2f} ms")
+        excess = [w - f for w, f in zip(whole, floors, strict=True)]
+        print(
+            f"floor p50 {percentile(floors, 50):.2f} p95 {percentile(floors, 95):.2f} ms; "
+            f"memvault p95 / floor p95 {percentile(whole, 95) / percentile(floors, 95):.3f}; "
+            f"excess per call p50 {percentile(excess, 50):.2f} p95 {percentile(excess, 95):.2f} ms"
+        )
         profile = cProfile.Profile()
         profile.enable()
         for i in range(100):
