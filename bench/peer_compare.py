@@ -583,6 +583,23 @@ def _measure_scale(
     took, returned = _timed_round_robin(views, queries, random.Random(target), QUERIES)
     e2e = took.pop("memvault-embedded-over-http")
     returned.pop("memvault-embedded-over-http")
+    # The embedded index is the local default, where no OpenSearch runs: in the round
+    # robin above its calls are interleaved with OpenSearch's, whose JVM works on the same
+    # two cores between and after them. Timed again in a round robin of its own (memvault
+    # and its floor, the same queries), after the one above.
+    alone, _ = _timed_round_robin(
+        {name: views[name] for name in ("memvault-embedded", "floor-embedded")},
+        queries,
+        random.Random(target),
+        QUERIES,
+    )
+    row["embedded_alone_ms"] = {name: _stats(t) for name, t in alone.items()}
+    row["embedded_alone_p95_ratio_to_floor"] = round(
+        row["embedded_alone_ms"]["memvault-embedded"]["p95"]
+        / row["embedded_alone_ms"]["floor-embedded"]["p95"],
+        3,
+    )
+    _log(f"{target:,} embedded alone, p95 / floor: {row['embedded_alone_p95_ratio_to_floor']}")
     row["recall_ms"] = {name: _stats(t) for name, t in took.items()}
     row["recall_end_to_end_ms"] = {"memvault-embedded": _stats(e2e)}
     row["recall_samples_ms"] = {n: [round(x, 2) for x in t] for n, t in took.items()}
