@@ -227,10 +227,12 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
         stack = start_stack(home, **env)
         served = re.search(r"embeddings: (\S+);", stack.banner)
         model = served.group(1) if served else model
+        texts: list[str] = []  # every turn, for the embedder alone after the stack
         try:
             rows = []
             for name in names:
                 conversation = json.loads((data / f"{name}.json").read_text())
+                texts += [t["text"] for t in turns(conversation)]
                 row = run_conversation(stack.url, home, name, conversation)
                 rows.append(row)
                 print(
@@ -241,7 +243,6 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
                 )
         finally:
             stack.stop()
-    texts = [t["text"] for n in names for t in turns(json.loads((data / f"{n}.json").read_text()))]
     alone = embedder_alone(model, texts)
     result: dict[str, Any] = {"model": model}
     if alone is not None:
