@@ -566,8 +566,32 @@ def _never_recalled(
             f"answered {found.status} with {len(found.body.get('items', []))} items, "
             f"trace {found.body.get('recall_id')}"
         )
-    lines.append("stack log (last lines):\n" + "".join(list(stack.output)[-40:]))
+        trace = api.call("GET", f"/v1/recalls/{found.body.get('recall_id')}")
+        lines.append(f"  trace {trace.status}: candidates {trace.body.get('candidates')}")
+        lines.append(f"  index files: {_indexed_rows(database.parent.parent, memory_id, word)}")
+    # Metric lines say nothing here; the rest of the log does.
+    log = [line for line in stack.output if not line.startswith('{"_aws"')]
+    lines.append("stack log (last lines):\n" + "".join(log[-40:]))
     return "\n".join(lines)
+
+
+def _indexed_rows(home: Path, memory_id: str, word: str) -> list[str]:
+    """What each embedded index file under ``home`` holds for the memory, read only."""
+    found = []
+    for path in sorted(home.rglob("*.sqlite3")):
+        conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=5)
+        try:
+            rows = conn.execute(
+                "SELECT d.doc_type, d.memory_version, d.version, b.words LIKE ? "
+                "FROM docs d JOIN bodies b ON b.rid = d.rid WHERE d.memory_id = ?",
+                (f"%{word}%", memory_id),
+            ).fetchall()
+        except sqlite3.Error as err:
+            rows = [type(err).__name__]
+        finally:
+            conn.close()
+        found.append(f"{path.name}: {rows}")
+    return found
 
 
 def _backlog(database: Path) -> int:
