@@ -345,13 +345,21 @@ def _timed_round_robin(
     views: dict[str, Any], queries: list[str], rng: random.Random, count: int
 ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
     """``count`` recalls per system, taken in turn (one query, every system, then the
-    next), so that a noisy moment of the machine falls on all of them alike."""
+    next), so that a noisy moment of the machine falls on all of them alike. Each round
+    takes the systems in an order of its own (seeded), so that any system is as likely as
+    any other to come after a given one: what a call leaves running after its answer
+    (OpenSearch's JVM at work, a server thread finishing off) then falls on every system
+    alike too, not always on the one listed after it."""
     took: dict[str, list[float]] = {name: [] for name in views}
     returned: dict[str, list[int]] = {name: [] for name in views}
+    names = list(views)
+    order = random.Random(count)
     for n in range(count):
         subject = f"s-{rng.randrange(SUBJECTS):02d}"
         body = {"query": queries[n % len(queries)], "limit": 10}
-        for name, view in views.items():
+        order.shuffle(names)
+        for name in names:
+            view = views[name]
             answer = view.client_for(TENANT, subject, None, None).call(
                 "POST", f"/v1/subjects/{subject}/recall", body=body
             )

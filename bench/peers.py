@@ -43,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from werkzeug.serving import ThreadedWSGIServer
 
 from memvault.clock import RandomIds, SystemClock
 from memvault.config import Settings
@@ -271,7 +272,7 @@ class HttpView:
     recall as a client sees it: end to end."""
 
     def __init__(self, system: MemvaultSystem) -> None:
-        from werkzeug.serving import WSGIRequestHandler, make_server
+        from werkzeug.serving import WSGIRequestHandler
 
         class Quiet(WSGIRequestHandler):
             def log_request(self, *args: Any, **kwargs: Any) -> None:
@@ -287,7 +288,7 @@ class HttpView:
         make_resolver_thread_safe()
         self.key = DevKey.load_or_create(system.home)
         app = ApiGatewayAdapter(self.key.verifier(), lambda_handler)
-        self.server = make_server("127.0.0.1", 0, app, threaded=True, request_handler=Quiet)
+        self.server = _SettlingServer("127.0.0.1", 0, app, handler=Quiet)
         self.url = f"http://127.0.0.1:{self.server.server_port}"
         self.thread = threading.Thread(target=self.server.serve_forever, daemon=True)
         self.thread.start()
@@ -303,24 +304,58 @@ class HttpView:
             token = self.key.mint(
                 tenant=tenant, subject=subject, ttl=86_000
             )  # this stack's longest lifetime: a day
-            self._clients[subject] = _TimedClient(ApiClient(self.url, token))
+            self._clients[subject] = _TimedClient(ApiClient(self.url, token), self.server)
         return self._clients[subject]
 
     def close(self) -> None:
         self.server.shutdown()
 
 
+class _SettlingServer(ThreadedWSGIServer):
+    """``memvault run``'s threaded server, which also tells when every request it took has
+    been finished off (the socket closed, the handler's thread done).
+
+    This server shares the benchmark's process, and so its GIL, with the systems timed in
+    process: its work after an answer (closing the connection, ending the handler's thread)
+    would otherwise run inside whichever system's call is timed next."""
+
+    def __init__(self, host: str, port: int, app: Any, handler: Any) -> None:
+        super().__init__(host, port, app, handler=handler)
+        self._busy = 0
+        self._settled = threading.Condition()
+
+    def process_request(self, request: Any, client_address: Any) -> None:
+        with self._settled:
+            self._busy += 1
+        super().process_request(request, client_address)
+
+    def process_request_thread(self, request: Any, client_address: Any) -> None:
+        try:
+            super().process_request_thread(request, client_address)
+        finally:
+            with self._settled:
+                self._busy -= 1
+                self._settled.notify_all()
+
+    def wait_settled(self, timeout: float = 2.0) -> None:
+        with self._settled:
+            self._settled.wait_for(lambda: self._busy == 0, timeout)
+
+
 class _TimedClient:
     """An HTTP client whose answers carry the round trip as ``Server-Timing``'s total, so
-    the same timing loop reads end-to-end figures."""
+    the same timing loop reads end-to-end figures. After each answer it waits, untimed,
+    until the server has finished the request off."""
 
-    def __init__(self, client: Any) -> None:
+    def __init__(self, client: Any, server: _SettlingServer) -> None:
         self.client = client
+        self.server = server
 
     def call(self, method: str, path: str, *, body: Any = None) -> Answer:
         started = time.perf_counter()
         got = self.client.call(method, path, body=body)
         took = (time.perf_counter() - started) * 1000
+        self.server.wait_settled()
         return Answer(got.status, got.body, {"Server-Timing": f"total;dur={took:.2f}"})
 
 
