@@ -38,7 +38,15 @@ from typing import Any
 
 import numpy as np
 from index_scale import _text, _vocabulary
-from peers import CachedEmbedder, FloorView, HttpView, Mem0System, MemvaultSystem, temp_home
+from peers import (
+    CachedEmbedder,
+    FloorView,
+    HttpView,
+    Mem0System,
+    MemvaultSystem,
+    balanced_orders,
+    temp_home,
+)
 
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault_local import evaluation
@@ -345,23 +353,23 @@ def _timed_round_robin(
     views: dict[str, Any], queries: list[str], rng: random.Random, count: int
 ) -> tuple[dict[str, list[float]], dict[str, list[int]]]:
     """``count`` recalls per system, taken in turn (one query, every system, then the
-    next), so that a noisy moment of the machine falls on all of them alike. Each round
-    takes the systems in an order of its own (seeded), so that any system is as likely as
-    any other to come after a given one: what a call leaves running after its answer
-    (OpenSearch's JVM at work, a server thread finishing off) then falls on every system
-    alike too, not always on the one listed after it."""
+    next), so that a noisy moment of the machine falls on all of them alike. The rounds
+    take the systems in the orders of a Williams design (``balanced_orders``), so that
+    what a call leaves running after its answer (OpenSearch's JVM at work) falls on the
+    system after it, and each system comes after each other one as often as any."""
     took: dict[str, list[float]] = {name: [] for name in views}
     returned: dict[str, list[int]] = {name: [] for name in views}
     names = list(views)
-    order = random.Random(count)
+    orders = balanced_orders(len(names))
     for n in range(count):
         subject = f"s-{rng.randrange(SUBJECTS):02d}"
         body = {"query": queries[n % len(queries)], "limit": 10}
-        order.shuffle(names)
-        for name in names:
-            view = views[name]
-            answer = view.client_for(TENANT, subject, None, None).call(
-                "POST", f"/v1/subjects/{subject}/recall", body=body
+        for at in orders[n % len(orders)]:
+            name = names[at]
+            answer = (
+                views[name]
+                .client_for(TENANT, subject, None, None)
+                .call("POST", f"/v1/subjects/{subject}/recall", body=body)
             )
             if answer.status != 200:
                 raise RuntimeError(f"{name}: recall answered {answer.status} {answer.body}")

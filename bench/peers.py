@@ -311,12 +311,29 @@ class HttpView:
         self.server.shutdown()
 
 
+def balanced_orders(n: int) -> list[list[int]]:
+    """The rows of a Williams design for ``n`` systems: across the rows, each system comes
+    right after each other one equally often within a row (once in ``n`` rows when ``n`` is
+    even; the rows and their mirrors, ``2n`` rows, when it is odd), and holds each place in
+    the row equally often."""
+    first, low, high = [0], 1, n - 1
+    while len(first) < n:
+        first.append(low)
+        low += 1
+        if len(first) < n:
+            first.append(high)
+            high -= 1
+    rows = [[(x + shift) % n for x in first] for shift in range(n)]
+    return rows + [row[::-1] for row in rows] if n % 2 else rows
+
+
 class _SettlingServer(ThreadedWSGIServer):
-    """``memvault run``'s threaded server, which also tells when every request it took has
-    been finished off (the socket closed, the handler's thread done).
+    """``memvault run``'s threaded server, which also tells when each request it took has
+    been finished off (answered, its connection closed; the handler's thread then only
+    ends). The benchmark's client (``memvault_local.client``) closes each connection.
 
     This server shares the benchmark's process, and so its GIL, with the systems timed in
-    process: its work after an answer (closing the connection, ending the handler's thread)
+    process, where ``memvault run`` is a process of its own: its work after an answer
     would otherwise run inside whichever system's call is timed next."""
 
     def __init__(self, host: str, port: int, app: Any, handler: Any) -> None:
@@ -324,22 +341,30 @@ class _SettlingServer(ThreadedWSGIServer):
         self._busy = 0
         self._settled = threading.Condition()
 
+    def _done(self) -> None:
+        with self._settled:
+            self._busy -= 1
+            self._settled.notify_all()
+
     def process_request(self, request: Any, client_address: Any) -> None:
         with self._settled:
             self._busy += 1
-        super().process_request(request, client_address)
+        try:
+            super().process_request(request, client_address)
+        except BaseException:
+            self._done()  # no thread started: nothing will finish it off
+            raise
 
     def process_request_thread(self, request: Any, client_address: Any) -> None:
         try:
             super().process_request_thread(request, client_address)
         finally:
-            with self._settled:
-                self._busy -= 1
-                self._settled.notify_all()
+            self._done()
 
-    def wait_settled(self, timeout: float = 2.0) -> None:
+    def wait_settled(self, timeout: float = 5.0) -> None:
         with self._settled:
-            self._settled.wait_for(lambda: self._busy == 0, timeout)
+            if not self._settled.wait_for(lambda: self._busy == 0, timeout):
+                raise RuntimeError(f"the HTTP front did not finish its requests in {timeout} s")
 
 
 class _TimedClient:
