@@ -44,6 +44,7 @@ from peers import (
     HttpView,
     Mem0System,
     MemvaultSystem,
+    ModeView,
     balanced_orders,
     temp_home,
 )
@@ -688,6 +689,8 @@ def scale(url: str) -> dict[str, Any]:
         # a delete answers at once and its job reaches COMPLETED by itself.
         systems = _systems(home, url, cached, tag, purge_launch="background")
         views = _views(systems) | _floors(systems)
+        # Like for like with Mem0's one k-NN query: memvault's recall in vector mode.
+        views["memvault-opensearch-vector"] = ModeView(views["memvault-opensearch"], "vector")
         http = HttpView(systems["memvault"])
         # End to end: the local stack's HTTP front on loopback, token check included.
         views["memvault-embedded-over-http"] = http

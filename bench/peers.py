@@ -327,6 +327,32 @@ def balanced_orders(n: int) -> list[list[int]]:
     return rows + [row[::-1] for row in rows] if n % 2 else rows
 
 
+class ModeView:
+    """A view whose recalls all ask in one ``mode``: ``vector`` is the k-NN query alone,
+    the one query Mem0 sends, where memvault's default (``hybrid``) adds a keyword query."""
+
+    def __init__(self, view: Any, mode: str) -> None:
+        self.view = view
+        self.mode = mode
+
+    def client_for(
+        self, tenant: str, subject: str | None, role: str | None, sensitivity: str | None
+    ) -> _ModeClient:
+        return _ModeClient(self.view.client_for(tenant, subject, role, sensitivity), self.mode)
+
+
+class _ModeClient:
+    def __init__(self, client: Any, mode: str) -> None:
+        self.client = client
+        self.mode = mode
+
+    def call(self, method: str, path: str, *, body: Any = None) -> Answer:
+        if method == "POST" and path.endswith("/recall") and isinstance(body, dict):
+            body = {**body, "mode": self.mode}
+        answer: Answer = self.client.call(method, path, body=body)
+        return answer
+
+
 class _SettlingServer(ThreadedWSGIServer):
     """``memvault run``'s threaded server, which also tells when each request it took has
     been finished off (answered, its connection closed; the handler's thread then only

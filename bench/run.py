@@ -446,6 +446,23 @@ def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
                 f"| {row.get('embedded_alone_p95_ratio_to_floor', '—')} "
                 f"| {ratio.get('memvault-opensearch')} |"
             )
+    vector = [row for row in ps["scales"] if "memvault-opensearch-vector" in row["recall_ms"]]
+    if vector:
+        lines += [
+            "",
+            "Like for like with Mem0's one k-NN query, memvault's recall on OpenSearch in "
+            "vector mode (`mode: vector`: no keyword query; the same filters, re-validation "
+            "and trace), timed in the same round robin; ms p50 / p95 / p99, and its p95 over "
+            "Mem0's (issue 30's goal ≤ 0.5 is for the default, hybrid):",
+            "",
+            "| memories | memvault, OpenSearch, vector mode | p95 over Mem0's |",
+            "|---|---|---|",
+        ]
+        for row in vector:
+            lines.append(
+                f"| {row['memories']:,} | {_ms(row['recall_ms']['memvault-opensearch-vector'])} "
+                f"| {row['p95_ratio_to_mem0']['memvault-opensearch-vector']} |"
+            )
     for key in ("error", "freshness_error"):
         if ps.get(key):
             lines += ["", f"**Stopped early**: {ps[key]}"]

@@ -11,7 +11,7 @@ from collections import Counter
 from typing import Any
 
 import pytest
-from bench.peers import _SettlingServer, balanced_orders
+from bench.peers import ModeView, _SettlingServer, balanced_orders
 from werkzeug.serving import WSGIRequestHandler
 
 
@@ -54,3 +54,22 @@ def test_the_server_says_settled_only_once_its_work_after_the_answer_is_done() -
     finally:
         server.shutdown()
         server.server_close()
+
+
+def test_a_mode_view_asks_every_recall_in_its_mode_and_leaves_other_calls_alone() -> None:
+    seen: list[tuple[str, str, Any]] = []
+
+    class Recorder:
+        def call(self, method: str, path: str, *, body: Any = None) -> Any:
+            seen.append((method, path, body))
+            return "answer"
+
+    class View:
+        def client_for(self, *args: Any) -> Recorder:
+            return Recorder()
+
+    client = ModeView(View(), "vector").client_for("t", "s", None, None)
+    assert client.call("POST", "/v1/subjects/s/recall", body={"query": "q", "limit": 10})
+    client.call("POST", "/v1/subjects/s/memories", body={"content": "c"})
+    assert seen[0][2] == {"query": "q", "limit": 10, "mode": "vector"}
+    assert seen[1][2] == {"content": "c"}
