@@ -52,6 +52,7 @@ from peers import (
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault_local import evaluation
 from memvault_local.evaluation import EvalSet, percentile
+from memvault_wire.recall import RecallRequest
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED_EVAL = ROOT.parent / "shared" / "eval" / "recall_eval.json"
@@ -473,6 +474,32 @@ def _load_scale(
     return seconds
 
 
+def _unrecalled(
+    memvault: Any, backend: str, subject: str, written: dict[str, Any], text: str
+) -> str:
+    """What the table, the index and deeper recalls say of a memory that freshness never
+    saw recalled: ids, states and ranks only."""
+    memory_id = written["memory_id"]
+    ctx = memvault.ctx(TENANT, subject)
+    stored = memvault.services.memory.get(ctx, subject, memory_id)
+    doc = memvault.recalls[backend].index.get(TENANT, stored.chain_id)
+
+    def rank(mode: str) -> str:
+        got = memvault.recalls[backend].recall(
+            ctx, subject, RecallRequest(query=text, limit=50, mode=mode)
+        )
+        ids = [i.memory.memory_id for i in got.items]
+        return f"{ids.index(memory_id) + 1 if memory_id in ids else None} of {len(ids)}"
+
+    return (
+        f"backend {backend}, subject {subject}, {memory_id} version {stored.version} "
+        f"status {stored.status.value} index_status {stored.index_status.value}; "
+        f"index document: {'none' if doc is None else f'version {doc[0]}'}; "
+        f"rank in a hybrid recall of 50: {rank('hybrid')}, keyword: {rank('keyword')}, "
+        f"vector: {rank('vector')}; the pump dropped {memvault.pumps[backend].dropped}"
+    )
+
+
 def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
     """Write → first recalled, and delete → COMPLETED, with the pumps in the background."""
     memvault = systems["memvault"]
@@ -510,7 +537,10 @@ def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
                     ):
                         break
                     if time.perf_counter() - t0 > 30:
-                        raise RuntimeError("a written memory was not recalled within 30 s")
+                        raise RuntimeError(
+                            f"a written memory was not recalled within 30 s: "
+                            f"{_unrecalled(memvault, backend, subject, written.body, text)}"
+                        )
                     time.sleep(0.01)
                 appear.append((time.perf_counter() - t0) * 1000)
             out[f"memvault-{backend}"] = {"write_to_first_recall_ms": _stats(appear)}
