@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from werkzeug.serving import ThreadedWSGIServer
+from werkzeug.serving import ThreadedWSGIServer, WSGIRequestHandler
 
 from memvault.clock import RandomIds, SystemClock
 from memvault.config import Settings
@@ -272,8 +272,6 @@ class HttpView:
     recall as a client sees it: end to end."""
 
     def __init__(self, system: MemvaultSystem) -> None:
-        from werkzeug.serving import WSGIRequestHandler
-
         class Quiet(WSGIRequestHandler):
             def log_request(self, *args: Any, **kwargs: Any) -> None:
                 pass
