@@ -102,6 +102,15 @@ def _phonenumbers() -> Any:
 
 
 def _has_phone(text: str) -> bool:
+    # The matcher reads a number's digits only from decimal digits (no letters: it finds no
+    # vanity numbers), so a text with fewer than _PHONE_MIN_DIGITS of them holds no number
+    # it would report; most texts have none, and the four matchers cost far more than this.
+    return _DECIMAL_DIGITS.search(text) is not None and _matched_phone(text)
+
+
+def _matched_phone(text: str) -> bool:
+    """libphonenumber's matcher, in each of ``_PHONE_REGIONS``, finds a valid number of a
+    subscriber's length in ``text``."""
     phonenumbers = _phonenumbers()
     # Under the lock too: libphonenumber loads each region's metadata lazily, on the first
     # match that needs it, into shared dictionaries; threads matching their first numbers
@@ -121,6 +130,9 @@ def _has_phone(text: str) -> bool:
 
 #: The fewest digits of a national number read as a phone number.
 _PHONE_MIN_DIGITS = 7
+#: That many decimal digits (``\d`` is any Unicode decimal digit, as in the matcher),
+#: whatever lies between them.
+_DECIMAL_DIGITS = re.compile(rf"\d(?:\D*\d){{{_PHONE_MIN_DIGITS - 1}}}")
 
 
 _IBAN = re.compile(r"\b[A-Z]{2}\d{2}(?: ?[A-Z0-9]{4}){2,7}(?: ?[A-Z0-9]{1,4})?\b")
@@ -286,30 +298,41 @@ def _without_hex_ids(text: str) -> str:
     )
 
 
-def _kinds_in(text: str) -> list[str]:
+#: Every kind of personal data recognised in text.
+KINDS: frozenset[str] = frozenset(
+    ("email", "national_id", "card_number", "phone_number", *(kind for kind, _ in _CHECKS))
+)
+
+
+def _kinds_in(text: str, wanted: frozenset[str] = KINDS) -> list[str]:
+    """The ``wanted`` kinds found in ``text`` (each kind is looked for on its own)."""
     kinds = []
-    if _EMAIL.search(text) or _spelled_email(text) or _encoded_email(text):
+    if "email" in wanted and (_EMAIL.search(text) or _spelled_email(text) or _encoded_email(text)):
         kinds.append("email")
-    numbers = _without_hex_ids(text)
-    if (
+    numbers = _without_hex_ids(text) if wanted & _NUMBER_KINDS else text
+    if "national_id" in wanted and (
         _SSN.search(numbers)
         or _SSN_NAMED.search(numbers)
         or _NINO.search(text)
         or any(_prc_id_ok(m.group()) for m in _PRC_ID.finditer(numbers))
     ):
         kinds.append("national_id")
-    if _has_card(numbers):
+    if "card_number" in wanted and _has_card(numbers):
         kinds.append("card_number")
-    if _has_phone(numbers):
+    if "phone_number" in wanted and _has_phone(numbers):
         kinds.append("phone_number")
-    kinds += [kind for kind, found in _CHECKS if found(text)]
+    kinds += [kind for kind, found in _CHECKS if kind in wanted and found(text)]
     return kinds
+
+
+#: The kinds read in a text with its hex ids blanked out.
+_NUMBER_KINDS = frozenset(("national_id", "card_number", "phone_number"))
 
 
 #: The kinds looked for in a text's disguised views as well: what spacing out or base64
 #: hides whole. (Other kinds are read in the text as written: closing up spaced digits
 #: would make counts and codes look like phone or card numbers.)
-_DISGUISED_KINDS = ("email", "national_id")
+_DISGUISED_KINDS = frozenset(("email", "national_id"))
 
 
 def _disguised(text: str) -> list[str]:
@@ -323,19 +346,24 @@ def _disguised(text: str) -> list[str]:
     return views
 
 
-def _kinds_seen(text: str) -> list[str]:
-    kinds = _kinds_in(text)
-    for view in _disguised(text):
-        kinds += [k for k in _kinds_in(view) if k in _DISGUISED_KINDS and k not in kinds]
+def _kinds_seen(text: str, wanted: frozenset[str] = KINDS) -> list[str]:
+    kinds = _kinds_in(text, wanted)
+    hidden = wanted & _DISGUISED_KINDS
+    if hidden:
+        for view in _disguised(text):
+            kinds += [k for k in _kinds_in(view, hidden) if k not in kinds]
     return kinds
 
 
-def find_pii(fields: Iterable[tuple[str, str]]) -> list[PiiFinding]:
+def find_pii(fields: Iterable[tuple[str, str]], kinds: frozenset[str] = KINDS) -> list[PiiFinding]:
     """One finding per kind and field, on text normalised as for secrets (NFKC, no
     zero-width characters): full-width digits and split numbers are what they spell, and
-    an e-mail address or national id spaced out or in base64 is what it hides."""
+    an e-mail address or national id spaced out or in base64 is what it hides. ``kinds``
+    narrows the search to those kinds (the others are not looked for)."""
     return [
-        PiiFinding(field, kind) for field, text in fields for kind in _kinds_seen(normalise(text))
+        PiiFinding(field, kind)
+        for field, text in fields
+        for kind in _kinds_seen(normalise(text), kinds)
     ]
 
 
@@ -565,7 +593,7 @@ def personal_id_findings(fields: Iterable[tuple[str, str | None]]) -> list[PiiFi
     """The personal data an id may never hold (``ID_REFUSED_KINDS``, and an SSN with its
     separators), one finding per kind and field."""
     named = [(name, value) for name, value in fields if value]
-    found = [f for f in find_pii(named) if f.pii_type in ID_REFUSED_KINDS]
+    found = find_pii(named, ID_REFUSED_KINDS)
     # A US social security number written with its separators (078-05-1120) is precise
     # enough to refuse in an id: no UUID or snowflake has that shape.
     found += [

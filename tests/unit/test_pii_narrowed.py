@@ -1,0 +1,101 @@
+"""Personal-data scans that skip work they cannot need, and find all the same.
+
+Two shortcuts on the write path (each write scans its content and ids): libphonenumber's
+matcher, the dearest check, runs only on a text that holds a subscriber's length of decimal
+digits; and a scan for some kinds (``personal_id_findings`` wants only the kinds refused in
+an id) looks for those kinds alone. Each test here fails when its shortcut is removed or
+when the shortcut drops a finding the full scan makes.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from memvault.policy import pii
+
+CORPUS = Path(__file__).resolve().parents[1] / "data" / "policy_corpus.json"
+
+#: Decimal digits as the matcher reads them: ASCII, full-width, Arabic-Indic, Devanagari.
+_DIGITS = "".join(chr(zero + i) for zero in (0x30, 0xFF10, 0x0660, 0x0966) for i in range(10))
+#: What may stand around and between a number's digits.
+_AROUND = ["+", "+1 ", "+44 ", "+49 ", "+86 ", "+378 ", "+7 ", "00", "(0)", "tel: ", "call "]
+_BETWEEN = [" ", "-", ".", "/", "(", ")", " ext. ", "x", "#", "a", "号", ""]
+
+
+def _corpus_texts() -> list[tuple[str, str]]:
+    items = json.loads(CORPUS.read_text(encoding="utf-8"))["items"]
+    return [(item["field"], item["text"]) for item in items]
+
+
+def test_the_phone_matcher_is_not_run_on_a_text_with_six_digits(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    matched: list[str] = []
+    monkeypatch.setattr(pii, "_matched_phone", lambda text: matched.append(text) or False)
+    assert not pii._has_phone("2 cats, 1 dog, and the dog was born in 2019")
+    assert matched == []
+    pii._has_phone("call 415 555 2671 after six")
+    assert matched == ["call 415 555 2671 after six"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    around=st.sampled_from(_AROUND),
+    digits=st.lists(st.sampled_from(_DIGITS), min_size=1, max_size=6),
+    between=st.lists(st.sampled_from(_BETWEEN), min_size=6, max_size=6),
+)
+def test_no_text_with_six_digits_holds_a_number_the_matcher_reports(
+    around: str, digits: list[str], between: list[str]
+) -> None:
+    """What the shortcut relies on, asked of the matcher itself: with at most six decimal
+    digits in a text (country code included), no region's matcher finds a valid number of
+    a subscriber's length (seven digits) in it."""
+    room = 6 - sum(ch.isdecimal() for ch in around)
+    text = around + "".join(d + sep for d, sep in zip(digits[:room], between, strict=False))
+    assert sum(ch.isdecimal() for ch in text) <= 6
+    assert not pii._matched_phone(text)
+
+
+def test_phone_numbers_in_the_corpus_are_found_as_before() -> None:
+    """Every corpus text the full matcher reads a phone number in, the shortcut does too."""
+    texts = [pii.normalise(text) for _, text in _corpus_texts()]
+    with_phone = [t for t in texts if pii._matched_phone(pii._without_hex_ids(t))]
+    assert len(with_phone) >= 20
+    assert all(pii._has_phone(pii._without_hex_ids(t)) for t in with_phone)
+
+
+@pytest.mark.parametrize(
+    "kinds",
+    [
+        pii.ID_REFUSED_KINDS,
+        frozenset({"phone_number"}),
+        frozenset({"email", "national_id"}),
+        frozenset({"card_number", "health", "address"}),
+    ],
+    ids=lambda kinds: "+".join(sorted(kinds)),
+)
+def test_a_narrowed_scan_finds_what_the_full_scan_finds_of_those_kinds(
+    kinds: frozenset[str],
+) -> None:
+    fields = _corpus_texts()
+    full = pii.find_pii(fields)
+    narrowed = pii.find_pii(fields, kinds)
+    assert narrowed == [f for f in full if f.pii_type in kinds]
+    assert narrowed  # the corpus holds each of these kinds
+
+
+def test_the_id_scan_looks_for_the_refused_kinds_alone(monkeypatch: pytest.MonkeyPatch) -> None:
+    def not_wanted(text: str) -> bool:
+        raise AssertionError("an id was scanned for a kind it is not refused for")
+
+    for check in ("_has_phone", "_has_card", "_has_ip", "_has_coordinates"):
+        monkeypatch.setattr(pii, check, not_wanted)
+    found = pii.personal_id_findings(
+        [("request_id", "call 415 555 2671"), ("session_id", "jane.doe@example.org")]
+    )
+    assert [(f.field, f.pii_type) for f in found] == [("session_id", "email")]
