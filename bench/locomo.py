@@ -99,8 +99,69 @@ def wait_indexed(mv: MemvaultClient, subject: str, memory_ids: list[str]) -> Non
         pending = [m for m in pending if m not in indexed]
 
 
+class CpuMeter:
+    """CPU seconds spent while a conversation loads, by the stack's API process (its request
+    threads, its store and its indexer's pumps), by its embedding worker processes, and by
+    this process (the loading client): where the machine's cores go per loaded turn. Read
+    from ``/proc``; on a system without it every figure is None."""
+
+    def __init__(self, server_pid: int | None) -> None:
+        self.server_pid = server_pid
+        self._start: dict[str, float] | None = None
+
+    def _now(self) -> dict[str, float] | None:
+        if self.server_pid is None or not Path("/proc/self/stat").exists():
+            return None
+        try:
+            workers = _children(self.server_pid)
+            return {
+                "api": _cpu_seconds(self.server_pid),
+                "embedding": sum(_cpu_seconds(p) for p in workers),
+                "client": time.process_time(),
+            }
+        except (OSError, ValueError):
+            return None
+
+    def start(self) -> None:
+        self._start = self._now()
+
+    def per_turn_ms(self, turns: int) -> dict[str, float] | None:
+        end = self._now()
+        if self._start is None or end is None or not turns:
+            return None
+        return {k: round((end[k] - self._start[k]) * 1000 / turns, 2) for k in end}
+
+
+def _stat_fields(pid: int) -> list[str]:
+    # The command name (field 2) may hold spaces; the fields after its ')' do not.
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = _stat_fields(pid)
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
+def _children(pid: int) -> list[int]:
+    """The live processes whose parent is ``pid`` (the embedding workers)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if int(_stat_fields(int(entry.name))[1]) == pid:
+                    found.append(int(entry.name))
+            except (OSError, ValueError, IndexError):
+                continue
+    return found
+
+
 def run_conversation(
-    url: str, home: Path, name: str, conversation: dict[str, Any], workers: int = 8
+    url: str,
+    home: Path,
+    name: str,
+    conversation: dict[str, Any],
+    workers: int = 8,
+    server_pid: int | None = None,
 ) -> dict[str, Any]:
     subject = f"locomo-{name}-{uuid.uuid4().hex[:6]}"
     token = DevKey.load_or_create(home).mint(
@@ -143,6 +204,8 @@ def run_conversation(
         except Exception as err:  # counted: a refused turn is a recall the run cannot make
             refused.append(f"{turn['dia_id']}: {getattr(err, 'code', type(err).__name__)}")
 
+    meter = CpuMeter(server_pid)
+    meter.start()
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(workers) as pool:
@@ -153,6 +216,7 @@ def run_conversation(
     with MemvaultClient(url, token=token) as mv:
         wait_indexed(mv, subject, written)
         loaded_s = time.perf_counter() - started
+        cpu = meter.per_turn_ms(len(items))
         hits5 = hits10 = 0
         latencies: list[float] = []
         asked = questions(conversation)
@@ -171,6 +235,7 @@ def run_conversation(
         "hits_at_5": hits5,
         "hits_at_10": hits10,
         "turns_per_s": round(len(items) / loaded_s, 1),
+        "cpu_ms_per_turn": cpu,
         "latencies_ms": latencies,
     }
 
@@ -190,6 +255,18 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
             1,
         ),
         "refused_turns": sum(len(r["refused"]) for r in rows),
+        "cpu_ms_per_turn": _cpu_per_turn(rows),
+    }
+
+
+def _cpu_per_turn(rows: list[dict[str, Any]]) -> dict[str, float] | None:
+    """CPU ms per loaded turn over ``rows``, by process kind (None when any row lacks it)."""
+    if not rows or any(not r.get("cpu_ms_per_turn") for r in rows):
+        return None
+    turns = sum(r["turns"] for r in rows)
+    kinds = rows[0]["cpu_ms_per_turn"]
+    return {
+        k: round(sum(r["cpu_ms_per_turn"][k] * r["turns"] for r in rows) / turns, 2) for k in kinds
     }
 
 
@@ -233,7 +310,9 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
             for name in names:
                 conversation = json.loads((data / f"{name}.json").read_text())
                 texts += [t["text"] for t in turns(conversation)]
-                row = run_conversation(stack.url, home, name, conversation)
+                row = run_conversation(
+                    stack.url, home, name, conversation, server_pid=stack.process.pid
+                )
                 rows.append(row)
                 print(
                     f"conv-{name}: {row['hits_at_10']}/{row['questions']} at 10, "
@@ -244,7 +323,7 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
         finally:
             stack.stop()
     alone = embedder_alone(model, texts)
-    result: dict[str, Any] = {"model": model}
+    result: dict[str, Any] = {"model": model, "cores": os.cpu_count()}
     if alone is not None:
         result["embedder_alone_turns_per_s"] = round(alone, 1)
     for split, members in (("dev", DEV), ("heldout", HELDOUT), ("all", DEV + HELDOUT)):

@@ -11,6 +11,7 @@ one operation, compared with goals as ratios, never asserted by tests.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import subprocess
 import sys
@@ -632,6 +633,17 @@ def _locomo_lines(lo: dict[str, Any], goals: dict[str, Any]) -> list[str]:
             f"with nothing else running: {alone} turns/s; the load rate is "
             f"{lo['all']['turns_per_s'] / alone:.2f} of it (the API, the store, the indexer and "
             "the loading client share the same cores).",
+        ]
+    cpu = lo.get("all", {}).get("cpu_ms_per_turn")
+    if cpu:
+        total = sum(cpu.values())
+        cores = lo.get("cores") or os.cpu_count() or 1
+        lines += [
+            "",
+            f"CPU per loaded turn, from loading to indexed: the API process (requests, store, "
+            f"indexer pumps) {cpu['api']} ms, the embedding workers {cpu['embedding']} ms, "
+            f"the loading client {cpu['client']} ms; {total:.1f} ms in all, so {cores} cores "
+            f"load at most {1000 * cores / total:.0f} turns/s.",
         ]
     mem0 = lo.get("mem0")
     if mem0:
