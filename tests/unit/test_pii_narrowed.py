@@ -1,9 +1,10 @@
 """Personal-data scans that skip work they cannot need, and find all the same.
 
-Two shortcuts on the write path (each write scans its content and ids): libphonenumber's
+Three shortcuts on the write path (each write scans its content and ids): libphonenumber's
 matcher, the dearest check, runs only on a text that holds a subscriber's length of decimal
-digits; and a scan for some kinds (``personal_id_findings`` wants only the kinds refused in
-an id) looks for those kinds alone. Each test here fails when its shortcut is removed or
+digits; a text without a digit is not searched for the kinds that need one; and a scan for
+some kinds (``personal_id_findings`` wants only the kinds refused in an id) looks for those
+kinds alone. Each test here fails when its shortcut is removed or
 when the shortcut drops a finding the full scan makes.
 """
 
@@ -99,3 +100,64 @@ def test_the_id_scan_looks_for_the_refused_kinds_alone(monkeypatch: pytest.Monke
         [("request_id", "call 415 555 2671"), ("session_id", "jane.doe@example.org")]
     )
     assert [(f.field, f.pii_type) for f in found] == [("session_id", "email")]
+
+
+def _digit_kinds_seen_by_each_check(text: str) -> list[str]:
+    """Every check of a kind that needs a digit, run on ``text`` whatever it holds."""
+    found = [kind for kind, check in pii._CHECKS if kind in pii._DIGIT_KINDS and check(text)]
+    if pii._SSN.search(text) or pii._SSN_NAMED.search(text) or pii._NINO.search(text):
+        found.append("national_id")
+    if any(pii._prc_id_ok(m.group()) for m in pii._PRC_ID.finditer(text)):
+        found.append("national_id")
+    if pii._has_card(text):
+        found.append("card_number")
+    if pii._matched_phone(text):
+        found.append("phone_number")
+    return found
+
+
+#: Pieces of near misses: the words around each kind, and the characters its numbers use.
+_PIECES = [
+    "passport", "passport no.", "born on", "date of birth", "DOB", "birthday is",
+    "account number", "routing number", "sort code", "IBAN", "GB", "DE", "driver's license",
+    "DL#", "MRN", "medical record no.", "Street", "St", "Ave", "th", "st", "N", "E", "°",
+    "年", "月", "日", "号", "路", "省", "市", "区", "护照", "出生", "账号", "驾照", "病历号",
+    "SSN", "social security", "AB", "QQ", "X", "x", " ", ",", ".", "-", "/", ":", "+", "(",
+    ")", "is", "at", "April", "Ⅻ", "½", "²", "①",
+]  # fmt: skip
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.sampled_from(_PIECES), min_size=1, max_size=14))
+def test_no_text_without_a_digit_holds_a_kind_that_needs_one(pieces: list[str]) -> None:
+    """What the shortcut relies on, asked of each check itself: a text with no decimal
+    digit (the numeral-like characters above are not decimal digits) is never found to
+    hold a date of birth, an id, an account, an address or any other kind in
+    ``_DIGIT_KINDS``."""
+    text = pii.normalise(" ".join(pieces))
+    if any(ch.isdecimal() for ch in text):  # NFKC turns some of them into digits
+        return
+    assert _digit_kinds_seen_by_each_check(text) == []
+
+
+def test_the_corpus_without_its_digits_holds_no_kind_that_needs_one() -> None:
+    texts = [pii.normalise(text) for _, text in _corpus_texts()]
+    stripped = ["".join(ch for ch in t if not ch.isdecimal()) for t in texts]
+    assert [t for t in stripped if _digit_kinds_seen_by_each_check(t)] == []
+
+
+def test_a_text_without_a_digit_is_not_searched_for_kinds_that_need_one(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    def not_wanted(*args: object) -> bool:
+        raise AssertionError("a text without a digit was searched for a kind that needs one")
+
+    checks = tuple(
+        (kind, not_wanted if kind in pii._DIGIT_KINDS else check) for kind, check in pii._CHECKS
+    )
+    monkeypatch.setattr(pii, "_CHECKS", checks)
+    monkeypatch.setattr(pii, "_has_card", not_wanted)
+    monkeypatch.setattr(pii, "_has_phone", not_wanted)
+    monkeypatch.setattr(pii, "_prc_id_ok", not_wanted)
+    found = pii.find_pii([("content", "my passport and my date of birth: jane@example.org")])
+    assert [f.pii_type for f in found] == ["email"]

@@ -304,8 +304,24 @@ KINDS: frozenset[str] = frozenset(
 )
 
 
+#: The kinds that hold a decimal digit wherever they are found: each of their patterns
+#: needs one (``\d``) in every alternative (a date's or an id's digits, a street number,
+#: an account's or a card's digits, a coordinate's degrees). A text without a digit is not
+#: searched for them. (An IPv6 address may be written without one, ``fe::ab``; an e-mail
+#: address or a health term needs none.)
+_DIGIT_KINDS = frozenset(
+    (
+        "national_id", "card_number", "phone_number", "iban", "date_of_birth", "address",
+        "location", "passport", "bank_account", "drivers_license", "medical_record",
+    )
+)  # fmt: skip
+_ANY_DIGIT = re.compile(r"\d")
+
+
 def _kinds_in(text: str, wanted: frozenset[str] = KINDS) -> list[str]:
     """The ``wanted`` kinds found in ``text`` (each kind is looked for on its own)."""
+    if _ANY_DIGIT.search(text) is None:
+        wanted = wanted - _DIGIT_KINDS
     kinds = []
     if "email" in wanted and (_EMAIL.search(text) or _spelled_email(text) or _encoded_email(text)):
         kinds.append("email")
