@@ -161,3 +161,11 @@ def test_a_text_without_a_digit_is_not_searched_for_kinds_that_need_one(
     monkeypatch.setattr(pii, "_prc_id_ok", not_wanted)
     found = pii.find_pii([("content", "my passport and my date of birth: jane@example.org")])
     assert [f.pii_type for f in found] == ["email"]
+
+
+def test_a_scan_for_an_unknown_kind_is_refused_not_run_empty() -> None:
+    with pytest.raises(ValueError, match="ssn"):
+        pii.find_pii([("content", "078-05-1120")], {"ssn"})
+    assert [f.pii_type for f in pii.find_pii([("content", "078-05-1120")], ["national_id"])] == [
+        "national_id"
+    ]

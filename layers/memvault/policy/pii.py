@@ -371,11 +371,14 @@ def _kinds_seen(text: str, wanted: frozenset[str] = KINDS) -> list[str]:
     return kinds
 
 
-def find_pii(fields: Iterable[tuple[str, str]], kinds: frozenset[str] = KINDS) -> list[PiiFinding]:
+def find_pii(fields: Iterable[tuple[str, str]], kinds: Iterable[str] = KINDS) -> list[PiiFinding]:
     """One finding per kind and field, on text normalised as for secrets (NFKC, no
     zero-width characters): full-width digits and split numbers are what they spell, and
     an e-mail address or national id spaced out or in base64 is what it hides. ``kinds``
     narrows the search to those kinds (the others are not looked for)."""
+    kinds = frozenset(kinds)
+    if not kinds <= KINDS:
+        raise ValueError(f"unknown kinds of personal data: {sorted(kinds - KINDS)}")
     return [
         PiiFinding(field, kind)
         for field, text in fields
@@ -535,7 +538,7 @@ def _named_findings(names: tuple[str, ...], value: str, field: str) -> list[PiiF
     if not kinds:
         return []
     value = normalise(value).strip()
-    found = {kind for kind in _kinds_in(normalise(f"{words}: {value}")) if kind in kinds}
+    found = set(_kinds_in(normalise(f"{words}: {value}"), kinds & KINDS))
     found |= {kind for kind in kinds - found if kind in _NAMED_VALUE and _NAMED_VALUE[kind](value)}
     return [PiiFinding(field, kind) for kind in sorted(found)]
 
