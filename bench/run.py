@@ -27,10 +27,10 @@ sys.path.insert(0, str(ROOT / "bench"))
 GOALS = {
     "embedding_texts_per_s": 70.0,
     "deletion_completed_p95_ms": 5000.0,
-    # Issue 14's targets.
-    "recall_p95_ratio_to_mem0_at_most": 0.35,
-    # Issue 30's: memvault's recall p95 over the floor's (query embedding plus one search
-    # round trip on the same index), measured in the same run.
+    # Issue 30's (issue 14 had asked 0.35): memvault's recall p95 over Mem0's with the same
+    # embedder on the same OpenSearch; and over the floor's (query embedding plus one
+    # search round trip on the same index), measured in the same run.
+    "recall_p95_ratio_to_mem0_at_most": 0.5,
     "recall_p95_ratio_to_floor_at_most": 1.25,
     "embedded_recall_p95_ms_at_100k": 30.0,
     "noisy_neighbour_recall_drop_at_most": 0.01,
@@ -454,7 +454,7 @@ def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
             "Like for like with Mem0's one k-NN query, memvault's recall on OpenSearch in "
             "vector mode (`mode: vector`: no keyword query; the same filters, re-validation "
             "and trace), timed in the same round robin; ms p50 / p95 / p99, and its p95 over "
-            "Mem0's (issue 30's goal ≤ 0.5 is for the default, hybrid):",
+            "Mem0's (the goal, ≤ 0.5, is for the default, hybrid):",
             "",
             "| memories | memvault, OpenSearch, vector mode | p95 over Mem0's |",
             "|---|---|---|",
