@@ -61,11 +61,10 @@ def _receive(stream: IO[bytes]) -> Any:
 
 
 class _Child:
-    """One worker process and its two pipe ends."""
+    """One worker process and its two pipe ends. The process is started here; ``ready``
+    waits for its model to load (so several can load at once)."""
 
-    def __init__(
-        self, kind: str, model_dir: str, nice: int, expected_version: str, model_id: str
-    ) -> None:
+    def __init__(self, kind: str, model_dir: str, nice: int) -> None:
         env = dict(
             os.environ,
             PYTHONPATH=os.pathsep.join(p for p in sys.path if p),
@@ -80,6 +79,9 @@ class _Child:
             stdout=subprocess.PIPE,
             env=env,
         )
+
+    def ready(self, expected_version: str, model_id: str) -> None:
+        """Wait for the worker's hello: its model loaded, with the weights expected."""
         try:
             hello = self.receive()
         except (OSError, EOFError, pickle.UnpicklingError):
@@ -214,12 +216,14 @@ class WorkerEmbedder:
         model_dir = str(self.local.model_dir)
         kind = self.local.spec.name if isinstance(self.local, OnnxEmbedder) else "minilm"
         try:
+            # Every worker is started before any is waited for: they load their models at
+            # once, each on its own core, instead of one after the other.
             for _ in range(self.processes):
-                self._children.append(
-                    _Child(kind, model_dir, self.nice, self.model_version, self.model_id)
-                )
+                self._children.append(_Child(kind, model_dir, self.nice))
                 self.starts += 1
-        except EmbeddingUnavailable:
+            for child in self._children:
+                child.ready(self.model_version, self.model_id)
+        except (EmbeddingUnavailable, OSError):
             self._discard()
             raise
         logger.info("embedding workers started", extra={"pids": self.pids, "nice": self.nice})

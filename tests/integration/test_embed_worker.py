@@ -97,3 +97,28 @@ def test_a_worker_killed_mid_batch_raises_a_retryable_error(
     assert raised.value.retryable
     monkeypatch.undo()
     assert len(worker.embed(TEXTS)) == len(TEXTS)
+
+
+def test_the_workers_load_their_models_at_once(
+    minilm: MiniLmEmbedder, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every worker process is started before the pool waits for any to load its model:
+    they load side by side, each on its own core, and indexing can begin after one load's
+    time rather than after one per worker."""
+    from memvault_local import embed_worker
+
+    pool = WorkerEmbedder(minilm, processes=2)
+    started_when_waited: list[int] = []
+    real_ready = embed_worker._Child.ready
+
+    def ready(self: embed_worker._Child, expected_version: str, model_id: str) -> None:
+        started_when_waited.append(sum(c.alive() for c in pool._children))
+        real_ready(self, expected_version, model_id)
+
+    monkeypatch.setattr(embed_worker._Child, "ready", ready)
+    try:
+        pool.start()
+        assert started_when_waited == [2, 2]
+        assert len(pool.embed(TEXTS)) == len(TEXTS)
+    finally:
+        pool.close()
