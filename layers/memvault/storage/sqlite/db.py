@@ -35,9 +35,8 @@ BUSY_TIMEOUT_MS = 10_000
 #: connection leased from the pool, whose own page cache may not hold their pages; mapped,
 #: those pages come from the OS's cache without a system call each (re-validating a
 #: recall's twelve rows, mean 1.24 -> 0.92 ms at 10,000 memories, p50 1.52 -> 1.36 ms at
-#: 100,000). Safe here because the file
-#: never shrinks under a mapping: the store runs no VACUUM and no auto-vacuum. Writes still
-#: go through the pager.
+#: 100,000). Safe here because the file never shrinks under a mapping: the store runs no
+#: VACUUM and no auto-vacuum. Writes still go through the pager.
 MMAP_BYTES = 256 * 1024 * 1024
 
 
