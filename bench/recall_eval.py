@@ -29,7 +29,12 @@ EVAL = ROOT / "tests" / "data" / "recall_eval.json"
 
 def stack_env(backend: str, opensearch_url: str | None, model: str = "minilm") -> dict[str, str]:
     env = {"MEMVAULT_EMBEDDING_MODEL": model}
-    for passed in ("MEMVAULT_MODEL_DIR", "PYTHONPATH", "MEMVAULT_RECALL_VECTOR_WEIGHT"):
+    for passed in (
+        "MEMVAULT_MODEL_DIR",
+        "PYTHONPATH",
+        "MEMVAULT_RECALL_VECTOR_WEIGHT",
+        "MEMVAULT_EMBEDDING_MODEL_ZH",
+    ):
         if os.environ.get(passed):
             env[passed] = os.environ[passed]
     if backend == "opensearch":

@@ -181,6 +181,11 @@ class Settings(BaseSettings):
     embedding_model: Literal[
         "titan-v2", "minilm", "e5-small-v2", "bge-small-en-v1.5", "bge-small-zh-v1.5", "hashing"
     ] = "titan-v2"
+    #: A second model for memories and queries written in Chinese (``search.language``):
+    #: ``bge-small-zh-v1.5``, or ``none``. An English model (e5-small-v2) reads Chinese
+    #: only through word pieces; Titan V2 is multilingual and needs none. The local stack
+    #: turns it on beside an English ONNX model when it is installed.
+    embedding_model_zh: Literal["none", "bge-small-zh-v1.5"] = "none"
     bedrock_embedding_model_id: str = Field(
         default="amazon.titan-embed-text-v2:0",
         description="The Bedrock model that embeds for `embedding_model` `titan-v2`.",

@@ -9,7 +9,7 @@ import boto3
 
 from memvault.clock import Clock, IdSource, RandomIds, SystemClock
 from memvault.config import Settings, get_settings
-from memvault.embeddings import Embedder, embedder_from_settings
+from memvault.embeddings import Embedder, chinese_embedder_from_settings, embedder_from_settings
 from memvault.indexing.indexer import Indexer
 from memvault.search.backend import SearchIndex
 from memvault.search.rerank import BedrockReranker, Reranker
@@ -58,12 +58,20 @@ _EMBEDDED: dict[tuple[str | None, str], SearchIndex] = {}
 _EMBEDDED_LOCK = threading.Lock()
 
 
+def index_slug(embedder: Embedder, chinese: Embedder | None) -> str:
+    """What an index is named after: its model, and its Chinese model where it has one
+    (an index holds one model's vectors in each field, never two models' in one)."""
+    return embedder.slug if chinese is None else f"{embedder.slug}--zh-{chinese.slug}"
+
+
 def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
-    """The configured index for this embedder's model, or ``None`` when none is configured."""
+    """The configured index for this embedder's model (and the Chinese model of
+    ``embedding_model_zh``), or ``None`` when none is configured."""
+    chinese = chinese_embedder_from_settings(settings)
     if settings.search_backend == "embedded":
         from memvault.search.embedded import EmbeddedIndex
 
-        name = f"{settings.search_alias}--{embedder.slug}"
+        name = f"{settings.search_alias}--{index_slug(embedder, chinese)}"
         # One instance per process: the local stack's indexer and its API share it.
         with _EMBEDDED_LOCK:
             index = _EMBEDDED.get((settings.index_dir, name))
@@ -82,10 +90,11 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
             sigv4=settings.search_auth == "sigv4",
         ),
         settings.search_alias,
-        model_slug=embedder.slug,
+        model_slug=index_slug(embedder, chinese),
         model_id=embedder.model_id,
         model_version=embedder.model_version,
         dimensions=embedder.dimensions,
+        dimensions_zh=None if chinese is None else chinese.dimensions,
         reader_role_arns=settings.search_reader_role_arns,
         writer_role_arns=settings.search_writer_role_arns,
         refresh_interval=settings.search_refresh_interval,
@@ -113,7 +122,10 @@ def build_services(
     search: SearchIndex | None = None,
     embedder: Embedder | None = None,
     stores: Stores | None = None,
+    chinese: Embedder | None = None,
 ) -> Services:
+    """Every service over the configured stores and index; ``embedder``, ``chinese`` (the
+    Chinese model, ``embedding_model_zh``) and ``search`` default to the settings'."""
     settings = settings or get_settings()
     clock = clock or SystemClock()
     ids = ids or RandomIds()
@@ -134,7 +146,8 @@ def build_services(
     )
     sessions = SessionService(stores.sessions, settings, clock, repo)
     runs = RunService(stores.runs, settings, clock, repo, artifacts=stores.artifacts)
-    recall = _recall_service(stores, search, embedder, settings, clock, ids)
+    chinese = chinese or chinese_embedder_from_settings(settings)
+    recall = _recall_service(stores, search, embedder, chinese, settings, clock, ids)
     context = ContextAssembler(
         memory,
         sessions,
@@ -180,6 +193,7 @@ def _recall_service(
     stores: Stores,
     search: SearchIndex | None,
     embedder: Embedder,
+    chinese: Embedder | None,
     settings: Settings,
     clock: Clock,
     ids: IdSource,
@@ -194,6 +208,7 @@ def _recall_service(
         traces=stores.traces,
         ids=ids,
         reranker=reranker_from_settings(settings),
+        chinese=chinese,
     )
 
 
@@ -226,6 +241,7 @@ def build_indexer(
     clock: Clock | None = None,
     search: SearchIndex | None = None,
     embedder: Embedder | None = None,
+    chinese: Embedder | None = None,
 ) -> Indexer:
     settings = settings or get_settings()
     embedder = embedder or embedder_from_settings(settings)
@@ -236,4 +252,10 @@ def build_indexer(
             "or MEMVAULT_SEARCH_BACKEND=embedded"
         )
     clock = clock or SystemClock()
-    return Indexer(index, embedder, build_stores(settings, clock, client).memory, clock)
+    return Indexer(
+        index,
+        embedder,
+        build_stores(settings, clock, client).memory,
+        clock,
+        chinese=chinese if chinese is not None else chinese_embedder_from_settings(settings),
+    )

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from memvault.clock import SystemClock
 from memvault.config import Settings
-from memvault.embeddings import Embedder, embedder_from_settings
+from memvault.embeddings import Embedder, chinese_embedder_from_settings, embedder_from_settings
 from memvault.embeddings.onnx import MODELS
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import rebuild
@@ -74,7 +74,8 @@ def reindex(
     table = db.names["memory"]
     approx = int(client.describe_table(TableName=table)["Table"].get("ItemCount", 0))
     store = DynamoMemoryStore(db)
-    indexer = Indexer(index, embedder, store, SystemClock())
+    chinese = chinese_embedder_from_settings(new_settings)
+    indexer = Indexer(index, embedder, store, SystemClock(), chinese=chinese)
     with tqdm(
         total=approx or None, unit="item", desc=f"indexing into {index.name}", file=out
     ) as bar:
@@ -93,7 +94,14 @@ def reindex(
         for name in [*old, index.name]:
             target = _index_named(index, name)
             target_embedder = embedder if name == index.name else _embedder_for(settings, target)
-            service = RecallService(repo, target, target_embedder, settings, SystemClock())
+            service = RecallService(
+                repo,
+                target,
+                target_embedder,
+                settings,
+                SystemClock(),
+                chinese=chinese if target.dimensions_zh else None,
+            )
             score = _eval_recall(service, EvalSet.read(eval_path), store)
             out.write(f"{name}: recall@10 {score}\n")
     if switch:
@@ -123,6 +131,7 @@ def _index_named(template: OpenSearchIndex, name: str) -> OpenSearchIndex:
         model_id=meta.get("model_id", ""),
         model_version=meta.get("model_version", ""),
         dimensions=int(props["embedding"]["dimension"]),
+        dimensions_zh=int(props["embedding_zh"]["dimension"]) if "embedding_zh" in props else None,
     )
     other.alias = name  # read this index itself, not through the alias
     return other
@@ -185,7 +194,7 @@ def reindex_local(
     compared with the index in use on an evaluation set; ``--switch`` makes it the one
     ``memvault run`` uses from its next start, and the old index stays for a roll-back."""
     from memvault_local.devkeys import data_home
-    from memvault_local.local_index import model_in_use, record_model
+    from memvault_local.local_index import model_in_use, record_model, with_model
     from memvault_local.stack import AlreadyRunning, _single_instance
 
     if tenant_id is not None:
@@ -194,7 +203,7 @@ def reindex_local(
     settings = _local_store_settings(home)
     index_dir = Path(settings.index_dir or "")
     current = model_in_use(index_dir)
-    new_settings = settings.model_copy(update={"embedding_model": model})
+    new_settings = with_model(settings, model)
     try:
         with _single_instance(home):
             if not _rebuild_local_index(settings, new_settings, model, current, eval_path, out):
@@ -248,7 +257,14 @@ def _rebuild_local_index(
         store = services.stores.memory
         index = services.recall.index
         assert index is not None
-        report = build(index, embedder, store, out, label=f"indexing into {index.name}")
+        report = build(
+            index,
+            embedder,
+            store,
+            out,
+            label=f"indexing into {index.name}",
+            chinese=services.recall.chinese,
+        )
         out.write(
             f"{report.scanned} items scanned, {report.written} documents written, "
             f"{report.failed} failed\n"
@@ -272,7 +288,8 @@ def _compare_local_recall(
     for name, chosen in candidates:
         old_embedder = embedder_from_settings(chosen)
         target = search_index(chosen, old_embedder)
-        service = RecallService(store, target, old_embedder, chosen, SystemClock())
+        chinese = chinese_embedder_from_settings(chosen)
+        service = RecallService(store, target, old_embedder, chosen, SystemClock(), chinese=chinese)
         score = _eval_recall(service, evalset, store)
         out.write(f"{name}: recall@10 {score}\n")
 

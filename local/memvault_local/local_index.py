@@ -14,6 +14,7 @@ empty index, which would make every recall miss).
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import TextIO
 
@@ -53,6 +54,35 @@ def model_in_use(index_dir: Path) -> str:
     return DEFAULT_MODEL
 
 
+#: English models that read Chinese through word pieces only: beside one, Chinese texts
+#: are embedded by the Chinese model too (``memvault.search.language``).
+ENGLISH_ONLY = frozenset({"e5-small-v2", "bge-small-en-v1.5"})
+CHINESE_MODEL = "bge-small-zh-v1.5"
+
+
+def chinese_model_for(model: str) -> str:
+    """The ``embedding_model_zh`` of a local stack on ``model``: the Chinese model beside
+    an English-only model when it is installed (``make install`` installs it), else
+    ``none`` (MiniLM's index, the hashing embedder and Titan keep one model)."""
+    if model not in ENGLISH_ONLY:
+        return "none"
+    from memvault.embeddings.onnx import OnnxEmbedder
+
+    chinese = OnnxEmbedder(CHINESE_MODEL)
+    spec = chinese.spec
+    installed = all((chinese.model_dir / f).exists() for f in (spec.onnx_file, spec.tokenizer_file))
+    return CHINESE_MODEL if installed else "none"
+
+
+def with_model(settings: Settings, model: str) -> Settings:
+    """``settings`` on ``model``, with the Chinese model that goes with it locally (unless
+    ``MEMVAULT_EMBEDDING_MODEL_ZH`` names one)."""
+    chinese: str = settings.embedding_model_zh  # validated with the settings
+    if "MEMVAULT_EMBEDDING_MODEL_ZH" not in os.environ:
+        chinese = chinese_model_for(model)
+    return settings.model_copy(update={"embedding_model": model, "embedding_model_zh": chinese})
+
+
 def record_model(index_dir: Path, model: str) -> None:
     index_dir.mkdir(parents=True, exist_ok=True)
     staged = index_dir / f".{MODEL_FILE}.tmp"
@@ -61,8 +91,13 @@ def record_model(index_dir: Path, model: str) -> None:
 
 
 def index_path(settings: Settings, embedder: Embedder) -> Path:
-    """The file of ``embedder``'s index (as ``memvault.wiring.search_index`` names it)."""
-    return Path(settings.index_dir or ".") / f"{settings.search_alias}--{embedder.slug}.sqlite3"
+    """The file of ``embedder``'s index, with the Chinese model of the settings (as
+    ``memvault.wiring.search_index`` names it)."""
+    from memvault.embeddings import chinese_embedder_from_settings
+    from memvault.wiring import index_slug
+
+    slug = index_slug(embedder, chinese_embedder_from_settings(settings))
+    return Path(settings.index_dir or ".") / f"{settings.search_alias}--{slug}.sqlite3"
 
 
 def remove_index(path: Path) -> None:
@@ -75,12 +110,18 @@ def has_memories(store: MemoryStore) -> bool:
 
 
 def build(
-    index: SearchIndex, embedder: Embedder, store: MemoryStore, out: TextIO, *, label: str
+    index: SearchIndex,
+    embedder: Embedder,
+    store: MemoryStore,
+    out: TextIO,
+    *,
+    label: str,
+    chinese: Embedder | None = None,
 ) -> RebuildReport:
     """Every version and tombstone of the store into ``index``, with a progress bar."""
     from tqdm import tqdm
 
-    indexer = Indexer(index, embedder, store, SystemClock())
+    indexer = Indexer(index, embedder, store, SystemClock(), chinese=chinese)
     with tqdm(unit="item", desc=label, file=out, mininterval=1.0) as bar:
         report = rebuild(indexer, store.rebuild_records(), progress=bar.update)
     index.refresh()

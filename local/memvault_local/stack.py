@@ -51,7 +51,13 @@ from memvault_local.bodies import GuardedServer
 from memvault_local.console_app import ConsoleApp
 from memvault_local.devkeys import DevKey, data_home
 from memvault_local.embed_worker import WorkerEmbedder
-from memvault_local.local_index import build, has_memories, index_path, model_in_use
+from memvault_local.local_index import (
+    build,
+    chinese_model_for,
+    has_memories,
+    index_path,
+    model_in_use,
+)
 from memvault_local.objects_app import ObjectsApp
 from memvault_local.options import StackOptions
 from memvault_local.outbox_pump import OutboxPump
@@ -217,6 +223,9 @@ def _local_search_defaults(home: Path, data: Path | None = None) -> dict[str, An
         defaults["index_dir"] = str(index_dir)
     if "MEMVAULT_EMBEDDING_MODEL" not in env:
         defaults["embedding_model"] = model_in_use(index_dir)
+    if "MEMVAULT_EMBEDDING_MODEL_ZH" not in env:
+        model = env.get("MEMVAULT_EMBEDDING_MODEL") or defaults["embedding_model"]
+        defaults["embedding_model_zh"] = chinese_model_for(model)
     if "MEMVAULT_SEARCH_REFRESH_INTERVAL" not in env:
         defaults["search_refresh_interval"] = "500ms"
     if "MEMVAULT_PURGE_LAUNCH" not in env:
@@ -232,7 +241,7 @@ def _search_line(settings: Settings) -> str:
         if settings.search_backend == "embedded"
         else f"OpenSearch at {settings.search_endpoint}"
     )
-    return f"{where}, embeddings: {settings.embedding_model}; change-feed pump on"
+    return f"{where}, embeddings: {_models(settings)}; change-feed pump on"
 
 
 def curl_example(url: str, token: str) -> str:
@@ -456,11 +465,21 @@ def _on_embedded_store(options: StackOptions, home: Path, url: str, out: TextIO)
     pump = None
     if services.recall.index is not None:
         embedder = _indexing_embedder(services, local)
+        chinese = _indexing_chinese(services, local)
         if new_index and has_memories(stores.memory):
             # A model this store has no index for yet: build it before serving.
-            out.write(f"building the {settings.embedding_model} index from the store\n")
-            build(services.recall.index, embedder, stores.memory, out, label="indexing")
-        indexer = Indexer(services.recall.index, embedder, stores.memory, SystemClock())
+            out.write(f"building the {_models(settings)} index from the store\n")
+            build(
+                services.recall.index,
+                embedder,
+                stores.memory,
+                out,
+                label="indexing",
+                chinese=chinese,
+            )
+        indexer = Indexer(
+            services.recall.index, embedder, stores.memory, SystemClock(), chinese=chinese
+        )
         pump = OutboxPump(
             OutboxFeed(database),
             indexer,
@@ -497,6 +516,23 @@ def _indexing_embedder(services: Any, local: _Local) -> Embedder:
     local.closers.append(worker.close)
     threading.Thread(target=_start_quietly, args=(worker,), daemon=True).start()
     return worker
+
+
+def _indexing_chinese(services: Any, local: _Local) -> Embedder | None:
+    """The indexer's Chinese model (``embedding_model_zh``), in one worker process of its
+    own, started by the first memory that holds Chinese: a store in English never loads it."""
+    chinese: Embedder | None = services.recall.chinese
+    if not isinstance(chinese, OnnxEmbedder) or local.options.embed_worker == "off":
+        return chinese
+    worker = WorkerEmbedder(chinese, processes=1)
+    local.closers.append(worker.close)
+    return worker
+
+
+def _models(settings: Settings) -> str:
+    if settings.embedding_model_zh == "none":
+        return settings.embedding_model
+    return f"{settings.embedding_model} + {settings.embedding_model_zh}"
 
 
 def _start_quietly(worker: WorkerEmbedder) -> None:
@@ -545,6 +581,7 @@ def _on_dynamodb(options: StackOptions, home: Path, out: TextIO) -> _Local | Non
             client=client,
             search=services.recall.index,
             embedder=_indexing_embedder(services, local),
+            chinese=_indexing_chinese(services, local),
         )
         pump = StreamPump(
             client,

@@ -244,6 +244,44 @@ def test_a_written_memory_is_recalled_over_http_and_a_deleted_one_is_not(
     assert after.status == 200 and after.body["items"] == []
 
 
+def test_chinese_is_read_by_the_chinese_model_beside_the_english_one(
+    stack: RunningStack,
+) -> None:
+    """``make install`` installs bge-small-zh-v1.5, so the stack routes Chinese to it: a
+    Chinese memory gets its vector and a Chinese query searches it (the trace counts the
+    Chinese model's candidates); an English query does not."""
+    from memvault_local.local_index import CHINESE_MODEL, chinese_model_for
+
+    if chinese_model_for("e5-small-v2") != CHINESE_MODEL:
+        pytest.skip("bge-small-zh-v1.5 is not installed here (make install installs it)")
+    assert "embeddings: e5-small-v2 + bge-small-zh-v1.5" in stack.banner
+    client = stack.client(subject="zh-1")
+    base = "/v1/subjects/zh-1"
+    for n, content in enumerate(
+        ("我喜欢喝乌龙茶 常买台湾的冻顶乌龙", "I cycle to the office on Tuesdays")
+    ):
+        written = client.call(
+            "POST",
+            f"{base}/memories",
+            body={
+                "request_id": f"zh-{n}",
+                "kind": "semantic",
+                "content": content,
+                "source": {"type": "user_statement", "ref": "e2e"},
+                "consent": True,
+            },
+        )
+        assert written.status == 201, written.body
+    found = _poll(lambda: client.call("POST", f"{base}/recall", body={"query": "我平时喝什么茶"}))
+    assert found.body["items"][0]["memory"]["content"].startswith("我喜欢喝乌龙茶")
+    trace = client.call("GET", f"/v1/recalls/{found.body['recall_id']}")
+    assert trace.status == 200, trace.body
+    assert trace.body["candidates"]["vector_zh"] >= 1
+    english = client.call("POST", f"{base}/recall", body={"query": "how do I get to work?"})
+    trace = client.call("GET", f"/v1/recalls/{english.body['recall_id']}")
+    assert "vector_zh" not in trace.body["candidates"]
+
+
 def test_forgetting_a_subject_leaves_nothing_in_list_recall_export_or_index(
     stack: RunningStack,
 ) -> None:

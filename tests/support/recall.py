@@ -24,7 +24,7 @@ from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.tables import create_tables
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.wiring import build_services, table_names
+from memvault.wiring import build_services, index_slug, table_names
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
@@ -51,7 +51,9 @@ class RecallRig:
         return n
 
 
-def opensearch_index(url: str, embedder: Embedder, alias: str | None = None) -> SearchIndex:
+def opensearch_index(
+    url: str, embedder: Embedder, alias: str | None = None, chinese: Embedder | None = None
+) -> SearchIndex:
     from opensearchpy import OpenSearch
 
     from memvault.search.opensearch import OpenSearchIndex
@@ -59,10 +61,11 @@ def opensearch_index(url: str, embedder: Embedder, alias: str | None = None) -> 
     return OpenSearchIndex(
         OpenSearch(hosts=[url], timeout=30),
         alias or f"t-{uuid.uuid4().hex[:12]}",
-        model_slug=embedder.slug,
+        model_slug=index_slug(embedder, chinese),
         model_id=embedder.model_id,
         model_version=embedder.model_version,
         dimensions=embedder.dimensions,
+        dimensions_zh=None if chinese is None else chinese.dimensions,
     )
 
 
@@ -80,6 +83,7 @@ def make_rig(
     prefix: str = "rc-",
     clock: FakeClock | None = None,
     store: str = "dynamodb",
+    chinese: Embedder | None = None,
     **settings: Any,
 ) -> RecallRig:
     """Inside an active ``mock_aws``: tables, services, indexer and pump for ``backend``.
@@ -98,21 +102,30 @@ def make_rig(
     )
     clock = clock or FakeClock()
     if backend == "embedded":
-        index: SearchIndex = EmbeddedIndex(f"t-{uuid.uuid4().hex[:12]}--{embedder.slug}")
+        name = f"t-{uuid.uuid4().hex[:12]}--{index_slug(embedder, chinese)}"
+        index: SearchIndex = EmbeddedIndex(name)
     else:
         assert opensearch_url is not None
-        index = opensearch_index(opensearch_url, embedder)
+        index = opensearch_index(opensearch_url, embedder, chinese=chinese)
     index.ensure()
     services = build_services(
-        cfg, client=client, clock=clock, s3=s3, keys=keys, search=index, embedder=embedder
+        cfg,
+        client=client,
+        clock=clock,
+        s3=s3,
+        keys=keys,
+        search=index,
+        embedder=embedder,
+        chinese=chinese,
     )
     services.purge.sleep = lambda seconds: None
     if store == "sqlite":
-        indexer = Indexer(index, embedder, services.stores.memory, clock)
+        indexer = Indexer(index, embedder, services.stores.memory, clock, chinese=chinese)
         feed = OutboxFeed(services.stores.database)
         outbox = OutboxPump(feed, indexer, backoff_seconds=0.0)
         return RecallRig(services, index, indexer, outbox, client, clock, cfg)
-    indexer = Indexer(index, embedder, DynamoMemoryStore(Dynamo(client, table_names(cfg))), clock)
+    memories = DynamoMemoryStore(Dynamo(client, table_names(cfg)))
+    indexer = Indexer(index, embedder, memories, clock, chinese=chinese)
     pump = StreamPump(
         client,
         boto3.client("dynamodbstreams", region_name="us-east-1"),

@@ -18,7 +18,12 @@ if TYPE_CHECKING:
     from memvault.embeddings.minilm import MiniLmEmbedder
     from memvault.embeddings.onnx import OnnxEmbedder
 
-__all__ = ["Embedder", "EmbeddingUnavailable", "embedder_from_settings"]
+__all__ = [
+    "Embedder",
+    "EmbeddingUnavailable",
+    "chinese_embedder_from_settings",
+    "embedder_from_settings",
+]
 
 _lock = threading.Lock()
 _minilm: MiniLmEmbedder | None = None
@@ -32,8 +37,18 @@ def embedder_from_settings(settings: Settings) -> Embedder:
     MiniLM and the ONNX models (their weights take a while to load) and Titan (its
     client) are made once per process and shared; the hashing embedder is for unit tests only.
     """
+    return _embedder(settings, settings.embedding_model)
+
+
+def chinese_embedder_from_settings(settings: Settings) -> Embedder | None:
+    """The model ``settings.embedding_model_zh`` names for Chinese texts, or ``None``."""
+    if settings.embedding_model_zh == "none":
+        return None
+    return _embedder(settings, settings.embedding_model_zh)
+
+
+def _embedder(settings: Settings, kind: str) -> Embedder:
     global _minilm
-    kind = settings.embedding_model
     if kind == "minilm":
         from memvault.embeddings.minilm import MiniLmEmbedder  # numpy
 

@@ -1,7 +1,8 @@
 """The indexer: the memory store's changes in, index writes and index status out.
 
 For one batch: each record becomes at most one index op (documents.py); ops for the same
-chain collapse to the newest; live documents are embedded in one call; everything is
+chain collapse to the newest; live documents are embedded in one call (and those holding
+Chinese once more by the Chinese model, where there is one); everything is
 written in one bulk request under external versions; then the memory item records
 ``index_status`` with a condition on its status and version, so an old or slow consumer
 never overwrites a newer state. A record whose op could not be written is reported as a
@@ -20,6 +21,7 @@ from memvault.embeddings import Embedder
 from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_images
+from memvault.search.language import detect
 from memvault.storage.ports.changes import Change
 from memvault.storage.ports.memory import IndexStatusUpdate, MemoryStore
 from memvault_wire.memory import IndexStatus
@@ -59,12 +61,21 @@ def op_from_change(change: Change) -> IndexOp | None:
 
 class Indexer:
     def __init__(
-        self, index: SearchIndex, embedder: Embedder, store: MemoryStore, clock: Clock
+        self,
+        index: SearchIndex,
+        embedder: Embedder,
+        store: MemoryStore,
+        clock: Clock,
+        *,
+        chinese: Embedder | None = None,
     ) -> None:
         self.index = index
         self.embedder = embedder
         self.store = store
         self.clock = clock
+        #: The Chinese model (``embedding_model_zh``): memories that hold Chinese get its
+        #: vector too (``search.language``).
+        self.chinese = chinese
 
     def process(self, changes: Sequence[Change], unreadable: Sequence[str] = ()) -> BatchOutcome:
         """Index a batch of changes; ``unreadable`` names the positions of records the
@@ -123,15 +134,23 @@ class Indexer:
         live = [op for op in ops if op.live and op.document is not None]
         if not live:
             return ops
-        vectors = self.embedder.embed([op.document.content for op in live if op.document])
+        texts = [op.document.content for op in live if op.document]
+        vectors = self.embedder.embed(texts)
+        chinese: dict[int, list[float]] = {}
+        if self.chinese is not None:
+            routed = [i for i, text in enumerate(texts) if detect(text) == "zh"]
+            if routed:
+                found = self.chinese.embed([texts[i] for i in routed])
+                chinese = dict(zip(routed, found, strict=True))
         filled: dict[int, IndexOp] = {}
-        for op, vector in zip(live, vectors, strict=True):
+        for i, (op, vector) in enumerate(zip(live, vectors, strict=True)):
             assert op.document is not None
             doc = dataclasses.replace(
                 op.document,
                 embedding=vector,
                 model_id=self.embedder.model_id,
                 model_version=self.embedder.model_version,
+                embedding_zh=chinese.get(i),
             )
             filled[id(op)] = dataclasses.replace(op, document=doc)
         return [filled.get(id(op), op) for op in ops]

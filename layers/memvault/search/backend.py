@@ -77,11 +77,13 @@ class Hit:
 
 @dataclass(frozen=True)
 class SearchResult:
-    """Two ranked lists from one round trip: BM25 over the text, k-NN over the vector."""
+    """The ranked lists of one round trip: BM25 over the text, k-NN over the vector, and
+    k-NN over the Chinese model's vectors when the query was routed to it too."""
 
     keyword: list[Hit]
     vector: list[Hit]
     took_ms: float = 0.0
+    vector_zh: list[Hit] = field(default_factory=list)
 
 
 class SearchIndex(Protocol):
@@ -98,9 +100,16 @@ class SearchIndex(Protocol):
         """Write every op in one bulk request, each guarded by its external version."""
 
     def search(
-        self, flt: SearchFilter, text: str, vector: Sequence[float] | None, k: int
+        self,
+        flt: SearchFilter,
+        text: str,
+        vector: Sequence[float] | None,
+        k: int,
+        *,
+        vector_zh: Sequence[float] | None = None,
     ) -> SearchResult:
-        """Keyword and vector candidates under the same hard filter, in one round trip."""
+        """Keyword and vector candidates under the same hard filter, in one round trip;
+        with ``vector_zh``, also the nearest of the memories the Chinese model embedded."""
 
     def get(self, tenant_id: str, chain_id: str) -> tuple[int, dict[str, Any]] | None:
         """(external version, stored body) of a chain's document, if any."""

@@ -82,13 +82,16 @@ class IndexDocument:
     embedding: list[float] | None = None
     model_id: str | None = None
     model_version: str | None = None
+    #: The Chinese model's vector, for a memory that holds Chinese (``search.language``)
+    #: where the deployment has that model; absent otherwise.
+    embedding_zh: list[float] | None = None
 
     def scope_pairs(self) -> list[str]:
         return [f"{k}={v}" for k, v in sorted(self.scope.items())]
 
     def body(self) -> dict[str, Any]:
         """The document as stored in OpenSearch (and in the embedded index)."""
-        return {
+        body = {
             "doc_type": "memory",
             "chain_id": self.chain_id,
             "memory_id": self.memory_id,
@@ -117,6 +120,9 @@ class IndexDocument:
             "model_id": self.model_id,
             "model_version": self.model_version,
         }
+        if self.embedding_zh is not None:
+            body["embedding_zh"] = self.embedding_zh
+        return body
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,8 @@ subject's first query and then kept current by every write, never rebuilt:
 
 - the filter columns as numpy arrays, so the hard filter is a handful of vector
   comparisons over the subject's rows;
-- a float32 matrix of vectors for exact cosine k-NN;
+- a float32 matrix of vectors for exact cosine k-NN, and a second one for the Chinese
+  model's vectors of the memories that hold Chinese (``search.language``);
 - postings (token -> rows, term frequencies) and document lengths for BM25 with the
   subject's own statistics: other subjects' documents neither cost a query anything
   nor move its ranking.
@@ -68,6 +69,8 @@ _SCHEMA = (
         words TEXT
     )""",
 )
+#: Columns added after the first release, brought into an older file on open.
+_ADDED_COLUMNS = {"bodies": {"vector_zh": "BLOB"}}
 
 
 def keyword_tokens(body: dict[str, Any]) -> list[str]:
@@ -88,13 +91,64 @@ class _Codes:
         return [self.codes[v] for v in values if v in self.codes]
 
 
-class _Subject:
-    """One subject's searchable memories, in slots that removals free and writes reuse."""
+class _Vectors:
+    """One vector field of a subject's slots: a float32 matrix and which slots have a row.
+
+    Its size is the first vector's; a vector of another size (another model's) is not
+    kept, so a query of the wrong size finds nothing rather than garbage."""
 
     def __init__(self, dim: int | None) -> None:
         import numpy as np
 
         self.dim = dim
+        self.matrix = np.zeros((0, dim or 0), dtype=np.float32)
+        self.has = np.zeros(0, dtype=bool)
+
+    def grow(self, old: int, cap: int) -> None:
+        import numpy as np
+
+        matrix = np.zeros((cap, self.dim or 0), dtype=np.float32)
+        matrix[:old] = self.matrix
+        has = np.zeros(cap, dtype=bool)
+        has[:old] = self.has
+        self.matrix, self.has = matrix, has
+
+    def set(self, at: int, vector: Any, cap: int) -> None:
+        if vector is not None and self.dim is None:  # the subject's first vector
+            import numpy as np
+
+            self.dim = len(vector)
+            self.matrix = np.zeros((cap, self.dim), dtype=np.float32)
+        fits = vector is not None and len(vector) == self.dim
+        self.has[at] = fits
+        if fits:
+            self.matrix[at] = vector
+
+    def clear(self, at: int) -> None:
+        self.has[at] = False
+        if self.dim:
+            self.matrix[at] = 0.0
+
+    def nearest(
+        self, subject: _Subject, mask: np.ndarray, vector: Sequence[float], k: int
+    ) -> list[Hit]:
+        import numpy as np
+
+        if self.dim != len(vector):
+            return []
+        sims = self.matrix @ np.asarray(vector, dtype=np.float32)
+        # Reported like OpenSearch's cosinesimil score: (1 + cosine) / 2.
+        return subject.top((1.0 + sims) / 2.0, mask & self.has, k)
+
+
+class _Subject:
+    """One subject's searchable memories, in slots that removals free and writes reuse."""
+
+    def __init__(self, dim: int | None, dim_zh: int | None = None) -> None:
+        import numpy as np
+
+        self.vectors = _Vectors(dim)
+        self.vectors_zh = _Vectors(dim_zh)
         self.cap = 0
         self.slot: dict[int, int] = {}  # docs.rid -> slot
         self.free: list[int] = []
@@ -105,14 +159,12 @@ class _Subject:
         self.words: list[dict[str, int]] = []
         self.statuses, self.kinds = _Codes(), _Codes()
         self.used = np.zeros(0, dtype=bool)
-        self.has_vector = np.zeros(0, dtype=bool)
         self.status = np.zeros(0, dtype=np.int16)
         self.kind = np.zeros(0, dtype=np.int16)
         self.rank = np.zeros(0, dtype=np.int8)
         self.visible_to_all = np.zeros(0, dtype=bool)
         self.expires = np.zeros(0, dtype="U40")
         self.length = np.zeros(0, dtype=np.float32)
-        self.matrix = np.zeros((0, dim or 0), dtype=np.float32)
         self.postings: dict[str, tuple[list[int], list[int]]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.count = 0
@@ -128,18 +180,10 @@ class _Subject:
             out[: self.cap] = a
             return out
 
-        for name in (
-            "used",
-            "has_vector",
-            "status",
-            "kind",
-            "rank",
-            "visible_to_all",
-            "expires",
-            "length",
-            "matrix",
-        ):
+        for name in ("used", "status", "kind", "rank", "visible_to_all", "expires", "length"):
             setattr(self, name, grown(getattr(self, name)))
+        self.vectors.grow(self.cap, cap)
+        self.vectors_zh.grow(self.cap, cap)
         extra = cap - self.cap
         self.hits += [None] * extra
         self.visibility += [frozenset()] * extra
@@ -149,7 +193,9 @@ class _Subject:
         self.free.extend(range(cap - 1, self.cap - 1, -1))
         self.cap = cap
 
-    def put(self, rid: int, body: dict[str, Any], vector: Any, words: list[str]) -> None:
+    def put(
+        self, rid: int, body: dict[str, Any], vector: Any, words: list[str], vector_zh: Any = None
+    ) -> None:
         self.drop(rid)
         if not self.free:
             self._grow()
@@ -165,15 +211,8 @@ class _Subject:
         self.visibility[at] = frozenset(body["visibility"])
         self.tags[at] = frozenset(body["tags"])
         self.scope[at] = frozenset(body["scope"])
-        if vector is not None and self.dim is None:  # the subject's first vector
-            import numpy as np
-
-            self.dim = len(vector)
-            self.matrix = np.zeros((self.cap, self.dim), dtype=np.float32)
-        fits = vector is not None and len(vector) == self.dim
-        self.has_vector[at] = fits
-        if fits:
-            self.matrix[at] = vector
+        self.vectors.set(at, vector, self.cap)
+        self.vectors_zh.set(at, vector_zh, self.cap)
         counts: dict[str, int] = {}
         for w in words:
             counts[w] = counts.get(w, 0) + 1
@@ -202,14 +241,14 @@ class _Subject:
             self._arrays.pop(w, None)
         self.total_length -= int(self.length[at])
         self.count -= 1
-        self.used[at] = self.has_vector[at] = False
+        self.used[at] = False
+        self.vectors.clear(at)
+        self.vectors_zh.clear(at)
         self.hits[at] = None
         self.words[at] = {}
         self.visibility[at] = self.tags[at] = self.scope[at] = frozenset()
         self.expires[at] = ""
         self.length[at] = 0
-        if self.dim:
-            self.matrix[at] = 0.0
         self.free.append(at)
 
     # ----------------------------------------------------------------- queries
@@ -303,6 +342,11 @@ class EmbeddedIndex:
         with self._tx():
             for statement in _SCHEMA:
                 self._conn.execute(statement)
+            for table, columns in _ADDED_COLUMNS.items():
+                held = {row[1] for row in self._conn.execute(f"PRAGMA table_info({table})")}
+                for column, kind in columns.items():
+                    if column not in held:
+                        self._conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {kind}")
         if folder is not None:
             self._import_log(Path(folder) / f"{name}.jsonl")
 
@@ -378,8 +422,10 @@ class EmbeddedIndex:
         memory = body.get("doc_type") == "memory"
         embedding = body.get("embedding") if memory else None
         vector = None if embedding is None else np.asarray(embedding, dtype="<f4")
+        embedding_zh = body.get("embedding_zh") if memory else None
+        vector_zh = None if embedding_zh is None else np.asarray(embedding_zh, dtype="<f4")
         words = keyword_tokens(body) if memory else []
-        stored = {k: v for k, v in body.items() if k != "embedding"}
+        stored = {k: v for k, v in body.items() if k not in ("embedding", "embedding_zh")}
         (rid,) = self._conn.execute(
             """INSERT INTO docs (tenant_id, doc_id, version, subject_id, doc_type, memory_id,
                    memory_version) VALUES (?, ?, ?, ?, ?, ?, ?)
@@ -399,18 +445,20 @@ class EmbeddedIndex:
             ),
         ).fetchone()
         self._conn.execute(
-            "INSERT OR REPLACE INTO bodies (rid, body, vector, words) VALUES (?, ?, ?, ?)",
+            """INSERT OR REPLACE INTO bodies (rid, body, vector, words, vector_zh)
+               VALUES (?, ?, ?, ?, ?)""",
             (
                 rid,
                 json.dumps(stored, ensure_ascii=False),
                 None if vector is None else vector.tobytes(),
                 " ".join(words) if memory else None,
+                None if vector_zh is None else vector_zh.tobytes(),
             ),
         )
         subject = self._subjects.get((tenant_id, body["subject_id"]))
         if subject is not None:
             if memory:
-                subject.put(rid, body, vector, words)
+                subject.put(rid, body, vector, words, vector_zh)
             else:
                 subject.drop(rid)
 
@@ -440,27 +488,35 @@ class EmbeddedIndex:
         if subject is not None:
             return subject
         rows = self._conn.execute(
-            """SELECT d.rid, b.body, b.vector, b.words FROM docs d JOIN bodies b ON b.rid = d.rid
+            """SELECT d.rid, b.body, b.vector, b.words, b.vector_zh
+               FROM docs d JOIN bodies b ON b.rid = d.rid
                WHERE d.tenant_id = ? AND d.subject_id = ? AND d.doc_type = 'memory'
                ORDER BY d.rid""",
             (tenant_id, subject_id),
         ).fetchall()
         dim = next((len(r[2]) // 4 for r in rows if r[2] is not None), None)
-        subject = _Subject(dim)
-        for rid, body, blob, words in rows:
+        dim_zh = next((len(r[4]) // 4 for r in rows if r[4] is not None), None)
+        subject = _Subject(dim, dim_zh)
+        for rid, body, blob, words, blob_zh in rows:
             vector = None if blob is None else np.frombuffer(blob, dtype="<f4")
-            subject.put(rid, json.loads(body), vector, (words or "").split())
+            vector_zh = None if blob_zh is None else np.frombuffer(blob_zh, dtype="<f4")
+            subject.put(rid, json.loads(body), vector, (words or "").split(), vector_zh)
         self._subjects[key] = subject
         return subject
 
     def search(
-        self, flt: SearchFilter, text: str, vector: Sequence[float] | None, k: int
+        self,
+        flt: SearchFilter,
+        text: str,
+        vector: Sequence[float] | None,
+        k: int,
+        *,
+        vector_zh: Sequence[float] | None = None,
     ) -> SearchResult:
-        import numpy as np
-
         started = time.perf_counter()
         keyword: list[Hit] = []
         vector_hits: list[Hit] = []
+        zh_hits: list[Hit] = []
         words = tokens(text)
         with self._lock:
             subject = self._subject(flt.tenant_id, flt.subject_id)
@@ -469,27 +525,34 @@ class EmbeddedIndex:
                 if words:
                     scores = subject.bm25(words, mask)
                     keyword = subject.top(scores, scores > 0, k)
-                if vector is not None and subject.dim == len(vector):
-                    eligible = mask & subject.has_vector
-                    sims = subject.matrix @ np.asarray(vector, dtype=np.float32)
-                    # Reported like OpenSearch's cosinesimil score: (1 + cosine) / 2.
-                    vector_hits = subject.top((1.0 + sims) / 2.0, eligible, k)
+                if vector is not None:
+                    vector_hits = subject.vectors.nearest(subject, mask, vector, k)
+                if vector_zh is not None:
+                    zh_hits = subject.vectors_zh.nearest(subject, mask, vector_zh, k)
         return SearchResult(
-            keyword=keyword, vector=vector_hits, took_ms=(time.perf_counter() - started) * 1000
+            keyword=keyword,
+            vector=vector_hits,
+            took_ms=(time.perf_counter() - started) * 1000,
+            vector_zh=zh_hits,
         )
 
-    def _document(self, version: int, body: str, blob: bytes | None) -> tuple[int, dict[str, Any]]:
+    def _document(
+        self, version: int, body: str, blob: bytes | None, blob_zh: bytes | None = None
+    ) -> tuple[int, dict[str, Any]]:
         import numpy as np
 
         doc: dict[str, Any] = json.loads(body)
         if doc.get("doc_type") == "memory":
             doc["embedding"] = None if blob is None else np.frombuffer(blob, "<f4").tolist()
+            if blob_zh is not None:
+                doc["embedding_zh"] = np.frombuffer(blob_zh, "<f4").tolist()
         return int(version), doc
 
     def get(self, tenant_id: str, chain_id: str) -> tuple[int, dict[str, Any]] | None:
         with self._lock:
             row = self._conn.execute(
-                """SELECT d.version, b.body, b.vector FROM docs d JOIN bodies b ON b.rid = d.rid
+                """SELECT d.version, b.body, b.vector, b.vector_zh
+                   FROM docs d JOIN bodies b ON b.rid = d.rid
                    WHERE d.tenant_id = ? AND d.doc_id = ?""",
                 (tenant_id, chain_id),
             ).fetchone()
@@ -498,11 +561,11 @@ class EmbeddedIndex:
     def documents(self, tenant_id: str) -> dict[str, tuple[int, dict[str, Any]]]:
         with self._lock:
             rows = self._conn.execute(
-                """SELECT d.doc_id, d.version, b.body, b.vector
+                """SELECT d.doc_id, d.version, b.body, b.vector, b.vector_zh
                    FROM docs d JOIN bodies b ON b.rid = d.rid WHERE d.tenant_id = ?""",
                 (tenant_id,),
             ).fetchall()
-        return {doc_id: self._document(v, b, blob) for doc_id, v, b, blob in rows}
+        return {doc_id: self._document(v, b, blob, zh) for doc_id, v, b, blob, zh in rows}
 
     def refresh(self) -> None:
         return None

@@ -40,11 +40,31 @@ _FIELDS = ["chain_id", "memory_id", "memory_version"]
 _RETURN: dict[str, Any] = {"_source": False, "stored_fields": "_none_", "docvalue_fields": _FIELDS}
 
 
-def mapping(
-    dimensions: int, model_id: str, model_version: str, refresh_interval: str = "1s"
-) -> dict[str, Any]:
-    keyword = {"type": "keyword"}
+def _vector_field(dimensions: int) -> dict[str, Any]:
     return {
+        "type": "knn_vector",
+        "dimension": dimensions,
+        "method": {
+            "name": "hnsw",
+            "engine": "lucene",
+            "space_type": "cosinesimil",
+            "parameters": {"m": 16, "ef_construction": 128},
+        },
+    }
+
+
+def mapping(
+    dimensions: int,
+    model_id: str,
+    model_version: str,
+    refresh_interval: str = "1s",
+    *,
+    dimensions_zh: int | None = None,
+) -> dict[str, Any]:
+    """The index's settings and mappings; with ``dimensions_zh``, a second vector field
+    (``embedding_zh``) for the Chinese model's vectors of memories that hold Chinese."""
+    keyword = {"type": "keyword"}
+    body: dict[str, Any] = {
         "settings": {
             "index": {
                 "knn": True,
@@ -87,19 +107,13 @@ def mapping(
                 "content_hash": keyword,
                 "model_id": keyword,
                 "model_version": keyword,
-                "embedding": {
-                    "type": "knn_vector",
-                    "dimension": dimensions,
-                    "method": {
-                        "name": "hnsw",
-                        "engine": "lucene",
-                        "space_type": "cosinesimil",
-                        "parameters": {"m": 16, "ef_construction": 128},
-                    },
-                },
+                "embedding": _vector_field(dimensions),
             },
         },
     }
+    if dimensions_zh is not None:
+        body["mappings"]["properties"]["embedding_zh"] = _vector_field(dimensions_zh)
+    return body
 
 
 def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
@@ -144,19 +158,29 @@ def keyword_query(flt: SearchFilter, text: str, k: int) -> dict[str, Any]:
 
 
 def vector_query(
-    flt: SearchFilter, vector: Sequence[float], k: int, *, exact: bool = False
+    flt: SearchFilter,
+    vector: Sequence[float],
+    k: int,
+    *,
+    exact: bool = False,
+    field: str = "embedding",
 ) -> dict[str, Any]:
     """The k nearest under the filter: by the HNSW graph (Lucene's efficient filtering),
-    or, ``exact``, by scoring every filtered document. Both score (1 + cosine) / 2."""
+    or, ``exact``, by scoring every filtered document. Both score (1 + cosine) / 2.
+    ``field`` is ``embedding_zh`` for the Chinese model's vectors; a document without
+    that field is not scored."""
     if exact:
+        filters = filter_clauses(flt)
+        if field != "embedding":  # only memories that hold Chinese have the second field
+            filters.append({"exists": {"field": field}})
         query: dict[str, Any] = {
             "script_score": {
-                "query": {"bool": {"filter": filter_clauses(flt)}},
+                "query": {"bool": {"filter": filters}},
                 "script": {
                     "source": "knn_score",
                     "lang": "knn",
                     "params": {
-                        "field": "embedding",
+                        "field": field,
                         "query_value": list(vector),
                         "space_type": "cosinesimil",
                     },
@@ -166,7 +190,7 @@ def vector_query(
     else:
         query = {
             "knn": {
-                "embedding": {
+                field: {
                     "vector": list(vector),
                     "k": k,
                     "filter": {"bool": {"filter": filter_clauses(flt)}},
@@ -220,6 +244,7 @@ class OpenSearchIndex:
         model_id: str,
         model_version: str,
         dimensions: int,
+        dimensions_zh: int | None = None,
         replicas: int = 0,
         reader_role_arns: Sequence[str] = (),
         writer_role_arns: Sequence[str] = (),
@@ -236,6 +261,7 @@ class OpenSearchIndex:
         self.model_id = model_id
         self.model_version = model_version
         self.dimensions = dimensions
+        self.dimensions_zh = dimensions_zh
         self.replicas = replicas
         self.reader_role_arns = list(reader_role_arns)
         self.writer_role_arns = list(writer_role_arns)
@@ -253,7 +279,11 @@ class OpenSearchIndex:
 
         if not self.client.indices.exists(index=self.name):
             body = mapping(
-                self.dimensions, self.model_id, self.model_version, self.refresh_interval
+                self.dimensions,
+                self.model_id,
+                self.model_version,
+                self.refresh_interval,
+                dimensions_zh=self.dimensions_zh,
             )
             body["settings"]["index"]["number_of_replicas"] = self.replicas
             try:
@@ -354,7 +384,13 @@ class OpenSearchIndex:
     # ---------------------------------------------------------------------- reads
 
     def search(
-        self, flt: SearchFilter, text: str, vector: Sequence[float] | None, k: int
+        self,
+        flt: SearchFilter,
+        text: str,
+        vector: Sequence[float] | None,
+        k: int,
+        *,
+        vector_zh: Sequence[float] | None = None,
     ) -> SearchResult:
         """Keyword and vector candidates in one ``_msearch``.
 
@@ -374,11 +410,14 @@ class OpenSearchIndex:
             if vector is None or key not in self._sizes:
                 body += [header, count_query(flt)]
                 labels.append("count")
+        exact = self._sizes.get(key, EXACT_UP_TO + 1) <= EXACT_UP_TO
         if vector is not None:
-            exact = self._sizes.get(key, EXACT_UP_TO + 1) <= EXACT_UP_TO
             body += [header, vector_query(flt, vector, k, exact=exact)]
             labels.append("vector")
-        lists: dict[str, list[Hit]] = {"keyword": [], "vector": []}
+        if vector_zh is not None and self.dimensions_zh == len(vector_zh):
+            body += [header, vector_query(flt, vector_zh, k, exact=exact, field="embedding_zh")]
+            labels.append("vector_zh")
+        lists: dict[str, list[Hit]] = {"keyword": [], "vector": [], "vector_zh": []}
         if body:
             out = self.client.msearch(body=body)
             for label, response in zip(labels, out["responses"], strict=True):
@@ -399,6 +438,7 @@ class OpenSearchIndex:
             keyword=lists["keyword"],
             vector=lists["vector"],
             took_ms=(time.perf_counter() - started) * 1000,
+            vector_zh=lists["vector_zh"],
         )
 
     def get(self, tenant_id: str, chain_id: str) -> tuple[int, dict[str, Any]] | None:

@@ -13,6 +13,7 @@ import hmac
 import math
 import re
 import time
+from collections.abc import Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -27,7 +28,8 @@ from memvault.observability import logger
 from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
-from memvault.search.fusion import normalised, tuning_for
+from memvault.search.fusion import normalised, tuning_for, vector_share
+from memvault.search.language import detect
 from memvault.search.rerank import Reranker
 from memvault.search.text import content_tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
@@ -46,6 +48,9 @@ from memvault_wire.recall import (
 #: Keyword searches sent to a remote index while the query is embedded (one per recall in
 #: flight; a Lambda environment serves one request at a time).
 _SEARCHES = ThreadPoolExecutor(max_workers=8, thread_name_prefix="recall-keyword")
+#: A Chinese query's second embedding, made while the English model embeds it (both
+#: models run outside the interpreter lock: 13 ms one after the other, 7 side by side).
+_EMBEDDINGS = ThreadPoolExecutor(max_workers=4, thread_name_prefix="recall-embed-zh")
 TRUST = {
     SourceType.USER_CONFIRMED: 1.0,
     SourceType.HUMAN_REVIEW: 0.9,
@@ -63,6 +68,8 @@ class _Candidate:
     keyword_rank: int | None = None
     vector_rank: int | None = None
     similarity: float | None = None
+    #: The Chinese model's cosine, for a Chinese query (``search.language``).
+    similarity_zh: float | None = None
     exact_key: bool = False
     fused: float = 0.0
     context: float = 0.0
@@ -93,10 +100,15 @@ class RecallService:
         traces: TraceStore | None = None,
         ids: IdSource | None = None,
         reranker: Reranker | None = None,
+        chinese: Embedder | None = None,
     ) -> None:
         self.repo = repo
         self.index = index
         self.embedder = embedder
+        #: The Chinese model (``embedding_model_zh``): a query in Chinese is embedded by
+        #: it too, and searches the vectors it gave memories that hold Chinese.
+        self.chinese = chinese
+        self.tuning_zh = tuning_for(chinese.model_id) if chinese is not None else None
         self.settings = settings
         self.clock = clock
         self.traces = traces
@@ -210,23 +222,32 @@ class RecallService:
             # Across the network, the keyword search needs no vector: it runs while the
             # query is embedded, and only the k-NN search waits for the embedding.
             early = _SEARCHES.submit(index.search, flt, text, None, depth)
+        second: Future[list[float]] | None = None
+        if req.mode != "keyword" and self.chinese is not None and self._routed_to_chinese(req):
+            second = _EMBEDDINGS.submit(self.chinese.embed_query, req.query)
         try:
             vector = self.embedder.embed_query(req.query) if req.mode != "keyword" else None
+            vector_zh = second.result() if second is not None else None
         except BaseException:
-            if early is not None:
-                early.cancel()
+            for pending in (early, second):
+                if pending is not None:
+                    pending.cancel()
             raise
         embedded = time.perf_counter()
+        # Only a routed query names the Chinese vector: an index without that field keeps
+        # the port's older signature.
+        extra = {} if vector_zh is None else {"vector_zh": vector_zh}
         try:
             if early is None:
-                found = index.search(flt, text, vector, depth)
+                found = index.search(flt, text, vector, depth, **extra)
             else:
-                near = index.search(flt, "", vector, depth)
+                near = index.search(flt, "", vector, depth, **extra)
                 keyword = early.result()
                 found = SearchResult(
                     keyword=keyword.keyword,
                     vector=near.vector,
                     took_ms=(time.perf_counter() - started) * 1000,
+                    vector_zh=near.vector_zh,
                 )
         except Exception as err:
             # Type and status only: an index error can quote the query, which is content.
@@ -244,6 +265,12 @@ class RecallService:
         return found, embedded
 
     @staticmethod
+    def _routed_to_chinese(req: RecallRequest) -> bool:
+        """Whether the query is in Chinese: detected, or named by the caller."""
+        language = detect(req.query) if req.language == "auto" else req.language
+        return language == "zh"
+
+    @staticmethod
     def _log_recall(
         ctx: AccessContext,
         found: SearchResult,
@@ -259,6 +286,7 @@ class RecallService:
                 "tenant_id": ctx.tenant_id,
                 "keyword_hits": len(found.keyword),
                 "vector_hits": len(found.vector),
+                "vector_zh_hits": len(found.vector_zh),
                 "candidates": len(candidates),
                 "relevant": relevant,
                 "returned": returned,
@@ -305,6 +333,7 @@ class RecallService:
             "exact_key": sum(c.exact_key for c in candidates.values()) - len(hidden),
             "keyword": len(found.keyword),
             "vector": len(found.vector),
+            **({"vector_zh": len(found.vector_zh)} if found.vector_zh else {}),
             "fused": len(candidates) - len(hidden),
             "validated": read_back - len(hidden),
         }
@@ -408,16 +437,19 @@ class RecallService:
         self, ctx: AccessContext, subject_id: str, req: RecallRequest, found: SearchResult
     ) -> dict[str, _Candidate]:
         """The index's hits fused, and the chains whose canonical key the query names."""
-        candidates = self._fuse(found.keyword, found.vector)
+        candidates = self._fuse(found.keyword, found.vector, found.vector_zh)
         for chain_id in self._exact_key_chains(ctx, subject_id, req):
             cand = candidates.setdefault(chain_id, _Candidate(chain_id, ""))
             cand.exact_key = True
             cand.sources.append("canonical_key")
         return candidates
 
-    def _fuse(self, keyword: list[Hit], vector: list[Hit]) -> dict[str, _Candidate]:
+    def _fuse(
+        self, keyword: list[Hit], vector: list[Hit], vector_zh: Sequence[Hit] = ()
+    ) -> dict[str, _Candidate]:
         """Score fusion (``memvault.search.fusion``): each list's scores in [0, 1], the
-        vector list weighted by the embedder's ``vector_weight``."""
+        vector list weighted by the embedder's ``vector_weight``. A Chinese query's two
+        vector lists give a memory the better of its two shares (``vector_share``)."""
         weight = self.settings.recall_vector_weight
         if weight is None:
             weight = self.tuning.vector_weight
@@ -427,12 +459,21 @@ class RecallService:
             c.keyword_rank = rank
             c.fused += (1.0 - weight) * share
             c.sources.append("keyword")
+        shares: dict[str, list[float]] = {}
         for rank, (hit, share) in enumerate(zip(vector, normalised(vector), strict=True), 1):
             c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
             c.vector_rank = rank
             c.similarity = cosine_from_score(hit.score)
-            c.fused += weight * share
+            shares.setdefault(hit.chain_id, []).append(share)
             c.sources.append("vector")
+        for rank, (hit, share) in enumerate(zip(vector_zh, normalised(vector_zh), strict=True), 1):
+            c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
+            c.vector_rank = rank if c.vector_rank is None else min(rank, c.vector_rank)
+            c.similarity_zh = cosine_from_score(hit.score)
+            shares.setdefault(hit.chain_id, []).append(share)
+            c.sources.append("vector")
+        for chain_id, held in shares.items():
+            candidates[chain_id].fused += weight * vector_share(held)
         return candidates
 
     def _relevant(
@@ -468,12 +509,17 @@ class RecallService:
         margin = self.settings.recall_similarity_margin
         if margin is None:
             margin = self.tuning.similarity_margin
+        best_zh = max(
+            (c.similarity_zh for c, _ in valid if c.similarity_zh is not None), default=-1.0
+        )
+        margin_zh = self.tuning_zh.similarity_margin if self.tuning_zh is not None else 0.0
         kept = {
             c.chain_id
             for c, _ in valid
             if c.exact_key
             or coverage[c.chain_id] >= needed
             or (c.similarity is not None and c.similarity >= best - margin)
+            or (c.similarity_zh is not None and c.similarity_zh >= best_zh - margin_zh)
         }
         # A turn next to a relevant turn is its context (the answer after the question),
         # however unlike the query its own words are.

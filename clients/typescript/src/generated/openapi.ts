@@ -1298,6 +1298,12 @@ export interface components {
             /** Kinds */
             kinds?: components["schemas"]["MemoryKind"][];
             /**
+             * Language
+             * @default auto
+             * @enum {string}
+             */
+            language: "auto" | "en" | "zh";
+            /**
              * Limit
              * @default 10
              */
@@ -4656,7 +4662,7 @@ export interface defaulted {
     "Message": "sensitivity";
     "Operation": "sensitivity";
     "PutSummary": "consent";
-    "RecallRequest": "limit" | "mode";
+    "RecallRequest": "language" | "limit" | "mode";
     "RecallTraceOut": "dropped_withheld" | "withheld";
     "RecordOperation": "consent";
     "Session": "summary_withheld" | "withheld_messages";

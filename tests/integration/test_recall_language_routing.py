@@ -1,0 +1,200 @@
+"""Recall routed by language: memories that hold Chinese carry a second vector from the
+Chinese model, and a Chinese query searches it as well as the English model's, on both
+backends, under the same hard filter.
+
+The two models here are stand-ins whose cosines the test sets: each maps a text to the
+axes of the concepts it names. The "English" model relates the query to the distractor
+only; the "Chinese" model relates it to the target only. So whether the target comes back
+says whether the Chinese vectors were written, searched and fused. The stand-ins are not
+the code under test: the indexer, both indexes, fusion and the relevance margin are.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from memvault.clock import iso
+from memvault.embeddings.base import check_slug
+from memvault.search.backend import SearchFilter
+from memvault_wire.memory import MemoryStatus
+from memvault_wire.recall import RecallRequest
+from tests.support.harness import a_write, ctx
+from tests.support.opensearch import opensearch_url
+from tests.support.recall import BACKENDS, RecallRig, drop_opensearch_index, make_rig
+
+QUERY = "宠物叫什么"
+TARGET = "家中小猫咪花花"  # no character in common with the query
+DISTRACTOR = "明天问问他什么时候到"  # shares 什么 with the query
+
+
+class ConceptEmbedder:
+    """Unit vectors on one axis per named concept; a text naming none is on axis 0."""
+
+    model_version = "1"
+
+    def __init__(self, model_id: str, dimensions: int, concepts: dict[str, int]) -> None:
+        self.model_id = model_id
+        self.dimensions = dimensions
+        self.concepts = concepts
+        self.queries: list[str] = []
+        self.texts: list[str] = []
+
+    @property
+    def slug(self) -> str:
+        return check_slug(f"{self.model_id.split('/')[-1]}-{self.dimensions}")
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        self.texts.extend(texts)
+        return [self.embed_one(t) for t in texts]
+
+    def embed_one(self, text: str) -> list[float]:
+        axes = {axis for word, axis in self.concepts.items() if word in text} or {0}
+        norm = len(axes) ** 0.5
+        return [1.0 / norm if i in axes else 0.0 for i in range(self.dimensions)]
+
+    def embed_query(self, text: str) -> list[float]:
+        self.queries.append(text)
+        return self.embed_one(text)
+
+
+def english() -> ConceptEmbedder:
+    return ConceptEmbedder("test/english", 8, {"什么": 1, "when": 1, "pet": 2})
+
+
+def chinese() -> ConceptEmbedder:
+    return ConceptEmbedder("test/chinese", 12, {"宠物": 1, "猫": 1, "狗": 2})
+
+
+@pytest.fixture(params=BACKENDS)
+def backend(request: pytest.FixtureRequest) -> str:
+    return str(request.param)
+
+
+def rig_for(backend: str, routed: bool) -> tuple[RecallRig, ConceptEmbedder | None]:
+    zh = chinese() if routed else None
+    url = opensearch_url() if backend == "opensearch" else None
+    built = make_rig(backend, english(), opensearch_url=url, chinese=zh)
+    return built, zh
+
+
+@pytest.fixture
+def routed(backend: str) -> Iterator[tuple[RecallRig, ConceptEmbedder]]:
+    with mock_aws():
+        built, zh = rig_for(backend, routed=True)
+        assert zh is not None
+        try:
+            yield built, zh
+        finally:
+            drop_opensearch_index(built.index)
+
+
+def write(rig: RecallRig, content: str, subject: str = "u-1", **kw: Any) -> Any:
+    body = {"request_id": uuid.uuid4().hex, "canonical_key": None, "scope": {}, "tags": []}
+    return rig.services.memory.write(
+        ctx("acme", subject), subject, a_write(content=content, **{**body, **kw})
+    ).memory
+
+
+def recalled(rig: RecallRig, query: str, **kw: Any) -> list[str]:
+    caller = {k: kw.pop(k) for k in ("max_sensitivity",) if k in kw}
+    answer = rig.services.recall.recall(
+        ctx("acme", "u-1", **caller), "u-1", RecallRequest(query=query, **kw)
+    )
+    return [i.memory.content for i in answer.items]
+
+
+def test_a_chinese_query_finds_what_only_the_chinese_model_relates(backend: str) -> None:
+    """Without the Chinese model the target is a candidate (the English k-NN returns every
+    memory of so small a subject) but far below the distractor's similarity, so the
+    relevance margin drops it; with the model it is the Chinese list's best match."""
+    found: dict[bool, list[str]] = {}
+    for routed in (False, True):
+        with mock_aws():
+            rig, _ = rig_for(backend, routed)
+            try:
+                write(rig, TARGET)
+                write(rig, DISTRACTOR)
+                rig.sync()
+                found[routed] = recalled(rig, QUERY)
+            finally:
+                drop_opensearch_index(rig.index)
+    assert TARGET not in found[False]
+    assert DISTRACTOR in found[False]
+    assert TARGET in found[True]
+    assert DISTRACTOR in found[True]
+
+
+def test_only_memories_that_hold_chinese_are_embedded_twice(
+    routed: tuple[RecallRig, ConceptEmbedder],
+) -> None:
+    rig, zh = routed
+    cn = write(rig, TARGET)
+    en = write(rig, "the cat is called Huahua")
+    rig.sync()
+    assert zh.texts == [TARGET]
+    held = {m.chain_id: rig.index.get("acme", m.chain_id) for m in (cn, en)}
+    cn_doc, en_doc = held[cn.chain_id], held[en.chain_id]
+    assert cn_doc is not None and en_doc is not None
+    assert cn_doc[1]["embedding_zh"] == pytest.approx(chinese().embed_one(TARGET))
+    assert "embedding_zh" not in en_doc[1]
+
+
+def test_the_query_language_is_detected_and_can_be_named(
+    routed: tuple[RecallRig, ConceptEmbedder],
+) -> None:
+    rig, zh = routed
+    write(rig, TARGET)
+    write(rig, DISTRACTOR)
+    rig.sync()
+    # An English query is not embedded by the Chinese model.
+    recalled(rig, "when does he arrive")
+    assert zh.queries == []
+    # A Chinese one is; naming the language overrides the detection either way.
+    assert TARGET in recalled(rig, QUERY)
+    assert zh.queries == [QUERY]
+    assert TARGET not in recalled(rig, QUERY, language="en")
+    assert zh.queries == [QUERY]
+    # One Han character alone is not Chinese, unless the caller says it is.
+    assert TARGET not in recalled(rig, "猫, when?")
+    assert zh.queries == [QUERY]
+    assert TARGET in recalled(rig, "猫, when?", language="zh")
+    assert zh.queries == [QUERY, "猫, when?"]
+
+
+def test_the_chinese_vectors_are_searched_under_the_same_hard_filter(
+    routed: tuple[RecallRig, ConceptEmbedder],
+) -> None:
+    """Each memory here is the Chinese model's best match for the query, and none may
+    reach it: another subject's, one above the reader's sensitivity ceiling, a deleted
+    one and the old version of an updated one."""
+    rig, _ = routed
+    other = write(rig, "邻居家的猫叫咪咪", subject="u-2")
+    secret = write(rig, "我的猫的病历在这里", sensitivity="pii")
+    gone = write(rig, "以前养过一只猫", canonical_key=None)
+    old = write(rig, "现在养了一只猫", canonical_key="pet")
+    rig.sync()
+    rig.services.memory.delete(ctx(), "u-1", gone.memory_id)
+    newer = write(rig, "cat adopted by my sister", canonical_key="pet")
+    rig.sync()
+    assert newer.chain_id == old.chain_id and newer.version == old.version + 1
+    flt = SearchFilter(
+        tenant_id="acme",
+        subject_id="u-1",
+        now=iso(rig.clock.now()),
+        max_sensitivity_rank=1,
+        agent_role=None,
+        statuses=(MemoryStatus.ACTIVE.value,),
+    )
+    found = rig.index.search(
+        flt, "", english().embed_one(QUERY), 10, vector_zh=chinese().embed_one(QUERY)
+    )
+    chains = {h.chain_id for h in found.vector_zh}
+    assert not chains & {other.chain_id, secret.chain_id, gone.chain_id, old.chain_id}
+    answer = recalled(rig, QUERY)
+    for m in (other, secret, gone, old):
+        assert m.content not in answer
