@@ -257,21 +257,7 @@ def test_chinese_is_read_by_the_chinese_model_beside_the_english_one(
     assert "embeddings: e5-small-v2 + bge-small-zh-v1.5" in stack.banner
     client = stack.client(subject="zh-1")
     base = "/v1/subjects/zh-1"
-    for n, content in enumerate(
-        ("我喜欢喝乌龙茶 常买台湾的冻顶乌龙", "I cycle to the office on Tuesdays")
-    ):
-        written = client.call(
-            "POST",
-            f"{base}/memories",
-            body={
-                "request_id": f"zh-{n}",
-                "kind": "semantic",
-                "content": content,
-                "source": {"type": "user_statement", "ref": "e2e"},
-                "consent": True,
-            },
-        )
-        assert written.status == 201, written.body
+    _write_all(client, base, "zh", ("我喜欢喝乌龙茶 常买台湾的冻顶乌龙", "I cycle on Tuesdays"))
     found = _poll(lambda: client.call("POST", f"{base}/recall", body={"query": "我平时喝什么茶"}))
     assert found.body["items"][0]["memory"]["content"].startswith("我喜欢喝乌龙茶")
     trace = client.call("GET", f"/v1/recalls/{found.body['recall_id']}")
@@ -288,19 +274,7 @@ def test_forgetting_a_subject_leaves_nothing_in_list_recall_export_or_index(
     client = stack.client(subject="forget-1")
     base = "/v1/subjects/forget-1"
     secret = "Lumo the cat sleeps on the blue radiator shelf"
-    for n, content in enumerate((secret, "Forget-1 prefers window seats on trains")):
-        written = client.call(
-            "POST",
-            f"{base}/memories",
-            body={
-                "request_id": f"fg-{n}",
-                "kind": "semantic",
-                "content": content,
-                "source": {"type": "user_statement", "ref": "e2e"},
-                "consent": True,
-            },
-        )
-        assert written.status == 201, written.body
+    _write_all(client, base, "fg", (secret, "Forget-1 prefers window seats on trains"))
     _poll(lambda: client.call("POST", f"{base}/recall", body={"query": "where does the cat sleep"}))
 
     forgotten = client.call("DELETE", f"{base}/memories")
@@ -320,6 +294,23 @@ def test_forgetting_a_subject_leaves_nothing_in_list_recall_export_or_index(
     # "radiat" is also the stemmed token the full-text index held for "radiator".
     assert b"radiat" not in on_disk and b"window seats" not in on_disk
     assert b"forget-1" in on_disk  # its tombstones (ids only) are there
+
+
+def _write_all(client: Any, base: str, prefix: str, contents: tuple[str, ...]) -> None:
+    """Each of ``contents`` as a semantic memory of the subject at ``base``."""
+    for n, content in enumerate(contents):
+        written = client.call(
+            "POST",
+            f"{base}/memories",
+            body={
+                "request_id": f"{prefix}-{n}",
+                "kind": "semantic",
+                "content": content,
+                "source": {"type": "user_statement", "ref": "e2e"},
+                "consent": True,
+            },
+        )
+        assert written.status == 201, written.body
 
 
 def _until(ask: Any, done: Any, timeout: float = 60.0) -> Any:
