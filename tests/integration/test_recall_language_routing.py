@@ -21,7 +21,7 @@ from moto import mock_aws
 from memvault.clock import iso
 from memvault.embeddings.base import check_slug
 from memvault.search.backend import SearchFilter
-from memvault_wire.memory import MemoryStatus
+from memvault_wire.memory import MemoryPatch, MemoryStatus
 from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
 from tests.support.opensearch import opensearch_url
@@ -142,6 +142,32 @@ def test_only_memories_that_hold_chinese_are_embedded_twice(
     assert cn_doc is not None and en_doc is not None
     assert cn_doc[1]["embedding_zh"] == pytest.approx(chinese().embed_one(TARGET))
     assert "embedding_zh" not in en_doc[1]
+
+
+def test_a_writer_can_name_a_memorys_language(
+    routed: tuple[RecallRig, ConceptEmbedder],
+) -> None:
+    """Named, the language decides the models, whatever the content looks like; it is
+    kept with the memory, carried to its corrections and changed by one."""
+    rig, zh = routed
+    named = write(rig, "猫 Huahua", language="zh")  # one Han character: not detected
+    kept_out = write(rig, "我的猫叫花花", language="en")
+    rig.sync()
+    assert zh.texts == ["猫 Huahua"]
+    assert named.language == "zh" and kept_out.language == "en"
+    doc = rig.index.get("acme", kept_out.chain_id)
+    assert doc is not None and "embedding_zh" not in doc[1]
+    corrected = rig.services.memory.correct(
+        ctx(), "u-1", kept_out.memory_id, MemoryPatch(expected_version=1, language="auto")
+    )
+    fixed = rig.services.memory.correct(
+        ctx(), "u-1", named.memory_id, MemoryPatch(expected_version=1, content="猫 Mimi")
+    )
+    rig.sync()
+    assert corrected.language == "auto" and fixed.language == "zh"
+    assert zh.texts == ["猫 Huahua", "我的猫叫花花", "猫 Mimi"]
+    stored = rig.services.memory.get(ctx(), "u-1", fixed.memory_id)
+    assert stored.language == "zh"
 
 
 def test_the_query_language_is_detected_and_can_be_named(

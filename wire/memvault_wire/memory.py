@@ -114,6 +114,13 @@ def _no_blank(value: str) -> str:
     return value
 
 
+#: Which embedding models read a text where a deployment has one per language (locally,
+#: e5-small-v2 and bge-small-zh-v1.5): ``auto`` detects it (Chinese when the text holds
+#: two Han characters), ``en`` or ``zh`` names it. Nothing changes where one model reads
+#: every language (Titan V2).
+Language = Literal["auto", "en", "zh"]
+
+
 class MemoryWrite(BaseModel):
     """The body of ``POST /v1/subjects/{subject_id}/memories``."""
 
@@ -134,6 +141,8 @@ class MemoryWrite(BaseModel):
     artifact_id: ExternalId | None = Field(default=None, max_length=64)
     #: Optional compare-and-set for a canonical key: the version the caller last saw.
     expected_version: int | None = Field(default=None, ge=1, strict=True)
+    #: The content's language for the embedders (:data:`Language`).
+    language: Language = "auto"
 
     _content_not_blank = field_validator("content")(_no_blank)
 
@@ -151,6 +160,8 @@ class MemoryWrite(BaseModel):
         for name in ("thread", "turn"):
             if payload["source"].get(name) is None:
                 payload["source"].pop(name, None)
+        if payload["language"] == "auto":
+            del payload["language"]
         return payload
 
 
@@ -176,6 +187,7 @@ class MemoryPatch(BaseModel):
     #: The feedback (``fbk_...``) or recall (``rcl_...``) that prompted this correction;
     #: it must be the same subject's. Recorded in the audit trail, changes nothing else.
     prompted_by: str | None = Field(default=None, pattern=r"^(fbk|rcl)_[0-9a-f]{32}$")
+    language: Language | None = None
 
     @field_validator("content")
     @classmethod
@@ -222,6 +234,8 @@ class Memory(BaseModel):
     created_at: datetime
     updated_at: datetime
     subject_epoch: int
+    #: As written (``auto`` unless the writer named it).
+    language: Language = "auto"
 
     def is_live(self, now: datetime) -> bool:
         """Current, not tombstoned by status, and unexpired (subject epoch checked apart)."""

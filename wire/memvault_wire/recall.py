@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from memvault_wire.memory import Memory, MemoryKind, SourceType
+from memvault_wire.memory import Language, Memory, MemoryKind, SourceType
 from memvault_wire.types import ScopeKey, ScopeValue, Tag
 
 NOTICE = (
@@ -29,11 +29,9 @@ class RecallRequest(BaseModel):
     #: ``hybrid`` (the default) fuses keyword and vector search; ``keyword`` and ``vector``
     #: use one of them alone (for comparisons; the same filters and checks apply).
     mode: Literal["hybrid", "keyword", "vector"] = "hybrid"
-    #: The query's language, for a deployment with a model per language (locally,
-    #: e5-small-v2 and bge-small-zh-v1.5): ``auto`` detects it (Chinese when the query
-    #: holds two Han characters), ``en`` or ``zh`` names it. A Chinese query searches
-    #: both models' vectors. It changes nothing where one model reads every language.
-    language: Literal["auto", "en", "zh"] = "auto"
+    #: The query's language (:data:`memvault_wire.memory.Language`). A Chinese query
+    #: searches both models' vectors.
+    language: Language = "auto"
     #: The run or task this recall serves, recorded in its trace (ids only).
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
     task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")

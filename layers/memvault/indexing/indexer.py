@@ -20,7 +20,7 @@ from memvault.clock import Clock
 from memvault.embeddings import Embedder
 from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
-from memvault.search.documents import IndexOp, op_from_images
+from memvault.search.documents import IndexDocument, IndexOp, op_from_images
 from memvault.search.language import detect
 from memvault.storage.ports.changes import Change
 from memvault.storage.ports.memory import IndexStatusUpdate, MemoryStore
@@ -134,11 +134,12 @@ class Indexer:
         live = [op for op in ops if op.live and op.document is not None]
         if not live:
             return ops
-        texts = [op.document.content for op in live if op.document]
+        docs = [op.document for op in live if op.document]
+        texts = [doc.content for doc in docs]
         vectors = self.embedder.embed(texts)
         chinese: dict[int, list[float]] = {}
         if self.chinese is not None:
-            routed = [i for i, text in enumerate(texts) if detect(text) == "zh"]
+            routed = [i for i, doc in enumerate(docs) if _language(doc) == "zh"]
             if routed:
                 found = self.chinese.embed([texts[i] for i in routed])
                 chinese = dict(zip(routed, found, strict=True))
@@ -177,3 +178,8 @@ class Indexer:
                 )
             )
         self.store.record_index_statuses(updates)
+
+
+def _language(doc: IndexDocument) -> str:
+    """The language that decides a document's models: its writer's, else detected."""
+    return detect(doc.content) if doc.language == "auto" else doc.language

@@ -85,6 +85,9 @@ class IndexDocument:
     #: The Chinese model's vector, for a memory that holds Chinese (``search.language``)
     #: where the deployment has that model; absent otherwise.
     embedding_zh: list[float] | None = None
+    #: The language its writer named (``auto``: detected from the content); not stored
+    #: in the index, it only decides which models embed the document.
+    language: str = "auto"
 
     def scope_pairs(self) -> list[str]:
         return [f"{k}={v}" for k, v in sorted(self.scope.items())]
@@ -253,6 +256,7 @@ def _op(item: dict[str, Any], stage: Stage, *, document: bool) -> IndexOp:
             expires_at=item["expires_at"],
             created_at=item["created_at"],
             content_hash=item["content_hash"],
+            language=item.get("language", "auto"),
         )
     return IndexOp(
         chain_id=item["chain_id"],

@@ -256,6 +256,7 @@ class MemoryService:
             created_at=now,
             updated_at=now,
             subject_epoch=epoch,
+            language=cmd.language,
         )
 
     def _lost_write(
@@ -788,6 +789,7 @@ class MemoryService:
                 "created_by": ctx.principal,
                 "created_at": now,
                 "updated_at": now,
+                "language": current.language if patch.language is None else patch.language,
             }
         )
 

@@ -1108,6 +1108,8 @@ export interface components {
             content?: string | null;
             /** Expected Version */
             expected_version: number;
+            /** Language */
+            language?: ("auto" | "en" | "zh") | null;
             /** Prompted By */
             prompted_by?: string | null;
             sensitivity?: components["schemas"]["Sensitivity"] | null;
@@ -1176,6 +1178,12 @@ export interface components {
             /** Expected Version */
             expected_version?: number | null;
             kind: components["schemas"]["MemoryKind"];
+            /**
+             * Language
+             * @default auto
+             * @enum {string}
+             */
+            language: "auto" | "en" | "zh";
             /** Request Id */
             request_id: string;
             /** Scope */
@@ -4658,7 +4666,7 @@ export interface defaulted {
     "ContextItem": "trusted";
     "ContextRequest": "memory_limit";
     "CreateRun": "consent";
-    "MemoryWrite": "consent" | "sensitivity";
+    "MemoryWrite": "consent" | "language" | "sensitivity";
     "Message": "sensitivity";
     "Operation": "sensitivity";
     "PutSummary": "consent";

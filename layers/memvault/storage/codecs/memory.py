@@ -61,6 +61,8 @@ def memory_to_item(m: Memory) -> dict[str, Any]:
         "created_at": iso(m.created_at),
         "updated_at": iso(m.updated_at),
         "subject_epoch": m.subject_epoch,
+        # Only where the writer named it: the items of every other memory stay as they were.
+        **({} if m.language == "auto" else {"language": m.language}),
     }
 
 
@@ -99,6 +101,7 @@ def memory_from_item(item: dict[str, Any]) -> Memory:
         created_at=parse_iso(item["created_at"]),
         updated_at=parse_iso(item["updated_at"]),
         subject_epoch=item.get("subject_epoch", 0),
+        language=item.get("language", "auto"),
     )
 
 
