@@ -121,3 +121,39 @@ def test_the_local_stack_routes_beside_an_english_model_when_the_chinese_one_is_
     assert chinese_model_for("bge-small-en-v1.5") == CHINESE_MODEL
     for model in ("minilm", "hashing", "titan-v2", "bge-small-zh-v1.5"):
         assert chinese_model_for(model) == "none"
+
+
+def test_a_named_language_is_stored_and_an_unnamed_one_leaves_the_item_as_it_was() -> None:
+    from memvault.search.documents import op_from_item
+    from memvault.storage.codecs.memory import memory_from_item, memory_to_item
+    from tests.unit.test_index_documents import item
+
+    at = "2026-01-01T00:00:00.000000Z"
+    full = {
+        "memory_id": "mem_" + "1" * 32,
+        "consent": True,
+        "index_status": "indexed",
+        "created_by": "agent-1",
+        "valid_from": at,
+        "created_at": at,
+        "updated_at": at,
+        "expires_at": "2026-06-01T00:00:00.000000Z",
+    }
+    plain = memory_from_item(item(**full))
+    assert plain.language == "auto"
+    assert "language" not in memory_to_item(plain)
+    named = plain.model_copy(update={"language": "zh"})
+    stored = memory_to_item(named)
+    assert stored["language"] == "zh"
+    assert memory_from_item(stored).language == "zh"
+    op = op_from_item(stored)
+    assert op is not None and op.document is not None
+    assert op.document.language == "zh"
+    assert "language" not in op.document.body()  # decides the models, not indexed
+
+
+def test_a_retry_from_before_the_language_field_still_matches() -> None:
+    from tests.support.harness import a_write
+
+    assert "language" not in a_write().fingerprint_payload()
+    assert a_write(language="zh").fingerprint_payload()["language"] == "zh"
