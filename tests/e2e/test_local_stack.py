@@ -266,6 +266,11 @@ def test_chinese_is_read_by_the_chinese_model_beside_the_english_one(
     english = client.call("POST", f"{base}/recall", body={"query": "how do I get to work?"})
     trace = client.call("GET", f"/v1/recalls/{english.body['recall_id']}")
     assert "vector_zh" not in trace.body["candidates"]
+    # Emoji or punctuation alone hold nothing to match, though e5's cosines with them pass
+    # its floor: answered empty (they came back with every memory of the subject before).
+    for nothing in ("\U0001f600", "\uff1f\uff01\u3002", "?!"):
+        answer = client.call("POST", f"{base}/recall", body={"query": nothing})
+        assert answer.status == 200 and answer.body["items"] == [], nothing
 
 
 def test_forgetting_a_subject_leaves_nothing_in_list_recall_export_or_index(

@@ -493,6 +493,10 @@ class RecallService:
         """
         if req.mode == "keyword":
             return [(c, m) for c, m in valid if c.keyword_rank is not None or c.exact_key]
+        if not any(ch.isalnum() for ch in req.query):
+            # Emoji and punctuation alone: the models read nothing in them, yet a cosine
+            # of such a query with any memory can pass the floor.
+            return [(c, m) for c, m in valid if c.exact_key]
         query_words = set(content_tokens(req.query))
         coverage: dict[str, float] = {}
         for c, m in valid:
