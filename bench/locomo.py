@@ -299,8 +299,9 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="memvault-locomo-") as tmp:
         home = Path(tmp)
         env = {} if model == DEFAULT else {"MEMVAULT_EMBEDDING_MODEL": model}
-        if os.environ.get("MEMVAULT_MODEL_DIR"):
-            env["MEMVAULT_MODEL_DIR"] = os.environ["MEMVAULT_MODEL_DIR"]
+        for passed in ("MEMVAULT_MODEL_DIR", "MEMVAULT_EMBEDDING_MODEL_ZH"):
+            if os.environ.get(passed):
+                env[passed] = os.environ[passed]
         stack = start_stack(home, **env)
         served = re.search(r"embeddings: (\S+);", stack.banner)
         model = served.group(1) if served else model
