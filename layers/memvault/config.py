@@ -286,6 +286,19 @@ class Settings(BaseSettings):
             raise ValueError("default_ttl_seconds must not exceed max_ttl_seconds")
         return self
 
+    @model_validator(mode="after")
+    def _chinese_beside_an_english_model(self) -> Settings:
+        """The Chinese model reads beside a local English model only: Titan V2 and the
+        other embedders need none, and a Lambda function ships no ONNX model."""
+        english_only = ("e5-small-v2", "bge-small-en-v1.5")
+        if self.embedding_model_zh != "none" and self.embedding_model not in english_only:
+            raise ValueError(
+                f"embedding_model_zh {self.embedding_model_zh} goes with embedding_model "
+                f"{' or '.join(english_only)}, not {self.embedding_model}; set "
+                "MEMVAULT_EMBEDDING_MODEL_ZH=none"
+            )
+        return self
+
 
 @lru_cache(maxsize=1)
 def get_settings() -> Settings:

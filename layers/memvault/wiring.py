@@ -58,20 +58,16 @@ _EMBEDDED: dict[tuple[str | None, str], SearchIndex] = {}
 _EMBEDDED_LOCK = threading.Lock()
 
 
-def index_slug(embedder: Embedder, chinese: Embedder | None) -> str:
-    """What an index is named after: its model, and its Chinese model where it has one
-    (an index holds one model's vectors in each field, never two models' in one)."""
-    return embedder.slug if chinese is None else f"{embedder.slug}--zh-{chinese.slug}"
-
-
 def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
-    """The configured index for this embedder's model (and the Chinese model of
-    ``embedding_model_zh``), or ``None`` when none is configured."""
-    chinese = chinese_embedder_from_settings(settings)
+    """The configured index for this embedder's model, or ``None`` when none is
+    configured. It is named after that model alone: the Chinese model of
+    ``embedding_model_zh`` adds a second vector field to the same index (an index made
+    before it gains the field in place), so turning it on or off never moves recall to
+    another, emptier index."""
     if settings.search_backend == "embedded":
         from memvault.search.embedded import EmbeddedIndex
 
-        name = f"{settings.search_alias}--{index_slug(embedder, chinese)}"
+        name = f"{settings.search_alias}--{embedder.slug}"
         # One instance per process: the local stack's indexer and its API share it.
         with _EMBEDDED_LOCK:
             index = _EMBEDDED.get((settings.index_dir, name))
@@ -83,6 +79,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
         return None
     from memvault.search.opensearch import OpenSearchIndex, is_loopback, opensearch_client
 
+    chinese = chinese_embedder_from_settings(settings)
     return OpenSearchIndex(
         opensearch_client(
             settings.search_endpoint,
@@ -90,7 +87,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
             sigv4=settings.search_auth == "sigv4",
         ),
         settings.search_alias,
-        model_slug=index_slug(embedder, chinese),
+        model_slug=embedder.slug,
         model_id=embedder.model_id,
         model_version=embedder.model_version,
         dimensions=embedder.dimensions,

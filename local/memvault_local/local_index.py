@@ -91,13 +91,8 @@ def record_model(index_dir: Path, model: str) -> None:
 
 
 def index_path(settings: Settings, embedder: Embedder) -> Path:
-    """The file of ``embedder``'s index, with the Chinese model of the settings (as
-    ``memvault.wiring.search_index`` names it)."""
-    from memvault.embeddings import chinese_embedder_from_settings
-    from memvault.wiring import index_slug
-
-    slug = index_slug(embedder, chinese_embedder_from_settings(settings))
-    return Path(settings.index_dir or ".") / f"{settings.search_alias}--{slug}.sqlite3"
+    """The file of ``embedder``'s index (as ``memvault.wiring.search_index`` names it)."""
+    return Path(settings.index_dir or ".") / f"{settings.search_alias}--{embedder.slug}.sqlite3"
 
 
 def remove_index(path: Path) -> None:

@@ -19,7 +19,7 @@ import pytest
 from moto import mock_aws
 
 from memvault.clock import iso
-from memvault.embeddings.base import check_slug
+from memvault.embeddings.base import EmbeddingUnavailable, check_slug
 from memvault.search.backend import SearchFilter
 from memvault_wire.memory import MemoryPatch, MemoryStatus
 from memvault_wire.recall import RecallRequest
@@ -224,3 +224,78 @@ def test_the_chinese_vectors_are_searched_under_the_same_hard_filter(
     answer = recalled(rig, QUERY)
     for m in (other, secret, gone, old):
         assert m.content not in answer
+
+
+class BrokenChinese(ConceptEmbedder):
+    """The Chinese model failing, as a worker that died or weights gone missing would."""
+
+    def embed(self, texts: Sequence[str]) -> list[list[float]]:
+        raise EmbeddingUnavailable("the model is gone", model_id=self.model_id, retryable=True)
+
+    def embed_query(self, text: str) -> list[float]:
+        raise EmbeddingUnavailable("the model is gone", model_id=self.model_id, retryable=True)
+
+
+def test_a_failing_chinese_model_leaves_indexing_and_recall_to_the_english_one(
+    backend: str,
+) -> None:
+    """Neither the batch (English memories and tombstones with it) nor the recall fails:
+    both go on as they would without the Chinese model."""
+    with mock_aws():
+        url = opensearch_url() if backend == "opensearch" else None
+        rig = make_rig(
+            backend, english(), opensearch_url=url, chinese=BrokenChinese("test/zh", 12, {})
+        )
+        try:
+            cn = write(rig, DISTRACTOR)
+            en = write(rig, "when does the train leave")
+            rig.sync()
+            for m in (cn, en):
+                held = rig.index.get("acme", m.chain_id)
+                assert held is not None and held[1]["doc_type"] == "memory"
+                assert "embedding_zh" not in held[1]
+            assert DISTRACTOR in recalled(rig, QUERY)
+        finally:
+            drop_opensearch_index(rig.index)
+
+
+def test_an_opensearch_index_made_before_the_chinese_model_gains_its_field() -> None:
+    """Turning the Chinese model on keeps the index recall reads (its name is the English
+    model's): the field joins the mapping in place, and an index behind the alias that
+    lacks it answers a Chinese query with its other lists instead of an error."""
+    from memvault.search.opensearch import OpenSearchIndex
+
+    with mock_aws():
+        url = opensearch_url()
+        plain = make_rig("opensearch", english(), opensearch_url=url)
+        try:
+            write(plain, DISTRACTOR)
+            plain.sync()
+            old = plain.index
+            assert isinstance(old, OpenSearchIndex)
+            # A process told of the Chinese model, before it ensured the index.
+            routed = OpenSearchIndex(
+                old.client,
+                old.alias,
+                model_slug=english().slug,
+                model_id=old.model_id,
+                model_version=old.model_version,
+                dimensions=old.dimensions,
+                dimensions_zh=12,
+            )
+            flt = SearchFilter(
+                tenant_id="acme",
+                subject_id="u-1",
+                now=iso(plain.clock.now()),
+                max_sensitivity_rank=1,
+                agent_role=None,
+            )
+            zh = chinese().embed_one(QUERY)
+            before = routed.search(flt, QUERY, english().embed_one(QUERY), 5, vector_zh=zh)
+            assert before.vector and before.vector_zh == []
+            routed.ensure()
+            assert routed.name == old.name
+            mapped = old.client.indices.get_mapping(index=old.name)[old.name]["mappings"]
+            assert mapped["properties"]["embedding_zh"]["dimension"] == 12
+        finally:
+            drop_opensearch_index(plain.index)

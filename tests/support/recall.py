@@ -24,7 +24,7 @@ from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.tables import create_tables
 from memvault.storage.sqlite.db import OutboxFeed
-from memvault.wiring import build_services, index_slug, table_names
+from memvault.wiring import build_services, table_names
 from memvault_local.keys import LocalTenantKeys, ensure_bucket
 from memvault_local.outbox_pump import OutboxPump
 from memvault_local.stream_pump import StreamPump
@@ -61,7 +61,7 @@ def opensearch_index(
     return OpenSearchIndex(
         OpenSearch(hosts=[url], timeout=30),
         alias or f"t-{uuid.uuid4().hex[:12]}",
-        model_slug=index_slug(embedder, chinese),
+        model_slug=embedder.slug,
         model_id=embedder.model_id,
         model_version=embedder.model_version,
         dimensions=embedder.dimensions,
@@ -102,7 +102,7 @@ def make_rig(
     )
     clock = clock or FakeClock()
     if backend == "embedded":
-        name = f"t-{uuid.uuid4().hex[:12]}--{index_slug(embedder, chinese)}"
+        name = f"t-{uuid.uuid4().hex[:12]}--{embedder.slug}"
         index: SearchIndex = EmbeddedIndex(name)
     else:
         assert opensearch_url is not None

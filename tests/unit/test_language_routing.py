@@ -157,3 +157,14 @@ def test_a_retry_from_before_the_language_field_still_matches() -> None:
 
     assert "language" not in a_write().fingerprint_payload()
     assert a_write(language="zh").fingerprint_payload()["language"] == "zh"
+
+
+@pytest.mark.parametrize("model", ["titan-v2", "minilm", "hashing", "bge-small-zh-v1.5"])
+def test_the_chinese_model_goes_only_beside_a_local_english_one(model: str) -> None:
+    from pydantic import ValidationError
+
+    from memvault.config import Settings
+
+    with pytest.raises(ValidationError, match="MEMVAULT_EMBEDDING_MODEL_ZH=none"):
+        Settings(embedding_model=model, embedding_model_zh="bge-small-zh-v1.5")
+    assert Settings(embedding_model="e5-small-v2", embedding_model_zh="bge-small-zh-v1.5")

@@ -141,8 +141,7 @@ class Indexer:
         if self.chinese is not None:
             routed = [i for i, doc in enumerate(docs) if _language(doc) == "zh"]
             if routed:
-                found = self.chinese.embed([texts[i] for i in routed])
-                chinese = dict(zip(routed, found, strict=True))
+                chinese = self._chinese_vectors(routed, texts)
         filled: dict[int, IndexOp] = {}
         for i, (op, vector) in enumerate(zip(live, vectors, strict=True)):
             assert op.document is not None
@@ -155,6 +154,22 @@ class Indexer:
             )
             filled[id(op)] = dataclasses.replace(op, document=doc)
         return [filled.get(id(op), op) for op in ops]
+
+    def _chinese_vectors(self, routed: list[int], texts: list[str]) -> dict[int, list[float]]:
+        """The Chinese model's vectors of ``texts[i]`` for each ``i`` in ``routed``; none
+        when it fails. The batch is written without them, its memories recalled through
+        the English vectors like any other, rather than the whole batch (English memories
+        and tombstones too) failing with it; ``memvault reindex`` fills them in later."""
+        assert self.chinese is not None
+        try:
+            found = self.chinese.embed([texts[i] for i in routed])
+        except Exception as err:
+            logger.warning(
+                "chinese embedding failed; indexed without it",
+                extra={"documents": len(routed), "error": type(err).__name__},
+            )
+            return {}
+        return dict(zip(routed, found, strict=True))
 
     def _record_statuses(self, ops: list[IndexOp], status: IndexStatus) -> None:
         """Set ``index_status`` on each version only while it is still what was indexed

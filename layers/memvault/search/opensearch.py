@@ -12,6 +12,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from memvault.observability import logger
 from memvault.search.backend import (
     APPLIED,
     FAILED,
@@ -291,6 +292,8 @@ class OpenSearchIndex:
             except RequestError as err:  # created meanwhile by another writer
                 if "resource_already_exists" not in str(err.error):
                     raise
+        if self.dimensions_zh is not None:
+            self._add_chinese_field()
         if not self.client.indices.exists_alias(name=self.alias):
             self.client.indices.put_alias(index=self.name, name=self.alias)
         if self.reader_role_arns:
@@ -331,6 +334,17 @@ class OpenSearchIndex:
             f"/_plugins/_security/api/rolesmapping/{role}",
             body={"backend_roles": arns},
         )
+
+    def _add_chinese_field(self) -> None:
+        """Give an index made before the Chinese model its second vector field, in place
+        (a new field may join a mapping; its documents get it as they are written or
+        rebuilt)."""
+        held = self.client.indices.get_mapping(index=self.name)[self.name]["mappings"]
+        if "embedding_zh" not in held.get("properties", {}):
+            self.client.indices.put_mapping(
+                index=self.name,
+                body={"properties": {"embedding_zh": _vector_field(self.dimensions_zh or 0)}},
+            )
 
     def alias_target(self) -> list[str]:
         if not self.client.indices.exists_alias(name=self.alias):
@@ -424,6 +438,11 @@ class OpenSearchIndex:
                 if "error" in response:
                     error = response["error"]
                     kind = error.get("type") if isinstance(error, dict) else str(error)
+                    if label == "vector_zh":
+                        # An index behind the alias without the Chinese field (rolled
+                        # back, or not yet given it): recall goes on with the others.
+                        logger.warning("chinese vector search failed", extra={"error": kind})
+                        continue
                     raise RuntimeError(f"search failed: {kind}")
                 if label == "count":
                     total = response["hits"]["total"]

@@ -227,12 +227,12 @@ class RecallService:
             second = _EMBEDDINGS.submit(self.chinese.embed_query, req.query)
         try:
             vector = self.embedder.embed_query(req.query) if req.mode != "keyword" else None
-            vector_zh = second.result() if second is not None else None
         except BaseException:
             for pending in (early, second):
                 if pending is not None:
                     pending.cancel()
             raise
+        vector_zh = self._chinese_vector(second)
         embedded = time.perf_counter()
         # Only a routed query names the Chinese vector: an index without that field keeps
         # the port's older signature.
@@ -263,6 +263,18 @@ class RecallService:
                 "the search index did not answer; retry shortly", {"retryable": True}
             ) from err
         return found, embedded
+
+    @staticmethod
+    def _chinese_vector(second: Future[list[float]] | None) -> list[float] | None:
+        """The Chinese model's query vector, or ``None`` when it could not answer: the
+        recall goes on with the English model's, as it would without the Chinese one."""
+        if second is None:
+            return None
+        try:
+            return second.result()
+        except Exception as err:
+            logger.warning("chinese query embedding failed", extra={"error": type(err).__name__})
+            return None
 
     @staticmethod
     def _routed_to_chinese(req: RecallRequest) -> bool:
