@@ -299,3 +299,18 @@ def test_an_opensearch_index_made_before_the_chinese_model_gains_its_field() -> 
             assert mapped["properties"]["embedding_zh"]["dimension"] == 12
         finally:
             drop_opensearch_index(plain.index)
+
+
+def test_the_chinese_lists_best_match_needs_a_cosine_to_be_kept(
+    routed: tuple[RecallRig, ConceptEmbedder],
+) -> None:
+    """A subject whose one Chinese memory the Chinese model finds unrelated to the query
+    (cosine 0): the best of a one-item list, it would be kept on the margin alone."""
+    rig, zh = routed
+    unrelated = write(rig, "王磊负责周一的站会")
+    write(rig, DISTRACTOR)
+    rig.sync()
+    answer = recalled(rig, QUERY)
+    assert zh.queries == [QUERY]
+    assert DISTRACTOR in answer
+    assert unrelated.content not in answer

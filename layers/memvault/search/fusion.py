@@ -82,6 +82,14 @@ def tuning_for(model_id: str) -> RecallTuning:
     return TUNINGS.get(model_id, DEFAULT_TUNING)
 
 
+#: The least Chinese-model cosine at which a memory the Chinese list returned is kept on
+#: that model's word (it may still be kept on the English model's, or on its words). The
+#: list's best match is otherwise always kept, and where a subject holds one Chinese
+#: memory it would come back for any Chinese query. On the shared set every Chinese query
+#: about a Chinese memory has a best cosine of 0.51 or more; 0.40 stays well below that.
+CHINESE_KEEP_FLOOR = 0.40
+
+
 def vector_share(shares: Sequence[float]) -> float:
     """A memory's share of the vector weight from the vector lists that returned it: the
     better one. A Chinese query has two (``search.language``), one per model, each scaled

@@ -28,7 +28,7 @@ from memvault.observability import logger
 from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
-from memvault.search.fusion import normalised, tuning_for, vector_share
+from memvault.search.fusion import CHINESE_KEEP_FLOOR, normalised, tuning_for, vector_share
 from memvault.search.language import detect
 from memvault.search.rerank import Reranker
 from memvault.search.text import content_tokens
@@ -535,7 +535,10 @@ class RecallService:
             if c.exact_key
             or coverage[c.chain_id] >= needed
             or (c.similarity is not None and c.similarity >= best - margin)
-            or (c.similarity_zh is not None and c.similarity_zh >= best_zh - margin_zh)
+            or (
+                c.similarity_zh is not None
+                and c.similarity_zh >= max(best_zh - margin_zh, CHINESE_KEEP_FLOOR)
+            )
         }
         # A turn next to a relevant turn is its context (the answer after the question),
         # however unlike the query its own words are.
