@@ -100,6 +100,18 @@ def write(rig: RecallRig, content: str, subject: str = "u-1", **kw: Any) -> Any:
     ).memory
 
 
+def internal_reader(rig: RecallRig) -> SearchFilter:
+    """The hard filter of u-1's recall by a caller whose ceiling is ``internal``."""
+    return SearchFilter(
+        tenant_id="acme",
+        subject_id="u-1",
+        now=iso(rig.clock.now()),
+        max_sensitivity_rank=1,
+        agent_role=None,
+        statuses=(MemoryStatus.ACTIVE.value,),
+    )
+
+
 def recalled(rig: RecallRig, query: str, **kw: Any) -> list[str]:
     caller = {k: kw.pop(k) for k in ("max_sensitivity",) if k in kw}
     answer = rig.services.recall.recall(
@@ -208,14 +220,7 @@ def test_the_chinese_vectors_are_searched_under_the_same_hard_filter(
     newer = write(rig, "cat adopted by my sister", canonical_key="pet")
     rig.sync()
     assert newer.chain_id == old.chain_id and newer.version == old.version + 1
-    flt = SearchFilter(
-        tenant_id="acme",
-        subject_id="u-1",
-        now=iso(rig.clock.now()),
-        max_sensitivity_rank=1,
-        agent_role=None,
-        statuses=(MemoryStatus.ACTIVE.value,),
-    )
+    flt = internal_reader(rig)
     found = rig.index.search(
         flt, "", english().embed_one(QUERY), 10, vector_zh=chinese().embed_one(QUERY)
     )
@@ -283,13 +288,7 @@ def test_an_opensearch_index_made_before_the_chinese_model_gains_its_field() -> 
                 dimensions=old.dimensions,
                 dimensions_zh=12,
             )
-            flt = SearchFilter(
-                tenant_id="acme",
-                subject_id="u-1",
-                now=iso(plain.clock.now()),
-                max_sensitivity_rank=1,
-                agent_role=None,
-            )
+            flt = internal_reader(plain)
             zh = chinese().embed_one(QUERY)
             before = routed.search(flt, QUERY, english().embed_one(QUERY), 5, vector_zh=zh)
             assert before.vector and before.vector_zh == []
