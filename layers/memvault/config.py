@@ -34,6 +34,11 @@ class TenantIssuer(BaseModel):
     audience: str = "memvault"
 
 
+#: The local English models that read Chinese through word pieces only: the Chinese model
+#: (``embedding_model_zh``) goes beside one of them and no other.
+ENGLISH_ONLY_MODELS = ("e5-small-v2", "bge-small-en-v1.5")
+
+
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="MEMVAULT_", extra="ignore", frozen=True)
 
@@ -290,7 +295,7 @@ class Settings(BaseSettings):
     def _chinese_beside_an_english_model(self) -> Settings:
         """The Chinese model reads beside a local English model only: Titan V2 and the
         other embedders need none, and a Lambda function ships no ONNX model."""
-        english_only = ("e5-small-v2", "bge-small-en-v1.5")
+        english_only = ENGLISH_ONLY_MODELS
         if self.embedding_model_zh != "none" and self.embedding_model not in english_only:
             raise ValueError(
                 f"embedding_model_zh {self.embedding_model_zh} goes with embedding_model "

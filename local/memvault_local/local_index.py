@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import TextIO
 
 from memvault.clock import SystemClock
-from memvault.config import Settings
+from memvault.config import ENGLISH_ONLY_MODELS, Settings
 from memvault.embeddings import Embedder
 from memvault.indexing.indexer import Indexer
 from memvault.indexing.rebuild import RebuildReport, rebuild
@@ -54,9 +54,6 @@ def model_in_use(index_dir: Path) -> str:
     return DEFAULT_MODEL
 
 
-#: English models that read Chinese through word pieces only: beside one, Chinese texts
-#: are embedded by the Chinese model too (``memvault.search.language``).
-ENGLISH_ONLY = frozenset({"e5-small-v2", "bge-small-en-v1.5"})
 CHINESE_MODEL = "bge-small-zh-v1.5"
 
 
@@ -64,7 +61,7 @@ def chinese_model_for(model: str) -> str:
     """The ``embedding_model_zh`` of a local stack on ``model``: the Chinese model beside
     an English-only model when it is installed (``make install`` installs it), else
     ``none`` (MiniLM's index, the hashing embedder and Titan keep one model)."""
-    if model not in ENGLISH_ONLY:
+    if model not in ENGLISH_ONLY_MODELS:
         return "none"
     from memvault.embeddings.onnx import OnnxEmbedder
 

@@ -20,8 +20,8 @@ from memvault.clock import Clock
 from memvault.embeddings import Embedder
 from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
-from memvault.search.documents import IndexDocument, IndexOp, op_from_images
-from memvault.search.language import detect
+from memvault.search.documents import IndexOp, op_from_images
+from memvault.search.language import resolve
 from memvault.storage.ports.changes import Change
 from memvault.storage.ports.memory import IndexStatusUpdate, MemoryStore
 from memvault_wire.memory import IndexStatus
@@ -139,7 +139,7 @@ class Indexer:
         vectors = self.embedder.embed(texts)
         chinese: dict[int, list[float]] = {}
         if self.chinese is not None:
-            routed = [i for i, doc in enumerate(docs) if _language(doc) == "zh"]
+            routed = [i for i, doc in enumerate(docs) if resolve(doc.content, doc.language) == "zh"]
             if routed:
                 chinese = self._chinese_vectors(routed, texts)
         filled: dict[int, IndexOp] = {}
@@ -193,8 +193,3 @@ class Indexer:
                 )
             )
         self.store.record_index_statuses(updates)
-
-
-def _language(doc: IndexDocument) -> str:
-    """The language that decides a document's models: its writer's, else detected."""
-    return detect(doc.content) if doc.language == "auto" else doc.language

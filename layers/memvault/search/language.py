@@ -22,6 +22,12 @@ MIN_HAN = 2
 Language = Literal["en", "zh"]
 
 
+def resolve(text: str, named: str = "auto") -> str:
+    """The language that decides which models read ``text``: the one its writer or
+    asker named, else the detected one."""
+    return detect(text) if named == "auto" else named
+
+
 def detect(text: str) -> Language:
     """``zh`` for a text holding ``MIN_HAN`` Han characters, else ``en``."""
     for found, _ in enumerate(_HAN.finditer(text), 1):

@@ -29,7 +29,7 @@ from memvault.policy.pii import refuse_personal_ids
 from memvault.policy.secrets import refuse_secrets
 from memvault.search.backend import Hit, SearchFilter, SearchIndex, SearchResult
 from memvault.search.fusion import CHINESE_KEEP_FLOOR, normalised, tuning_for, vector_share
-from memvault.search.language import detect
+from memvault.search.language import resolve
 from memvault.search.rerank import Reranker
 from memvault.search.text import content_tokens
 from memvault.storage.ports.memory import MemoryStore, StoredVersion, fact_id
@@ -279,8 +279,7 @@ class RecallService:
     @staticmethod
     def _routed_to_chinese(req: RecallRequest) -> bool:
         """Whether the query is in Chinese: detected, or named by the caller."""
-        language = detect(req.query) if req.language == "auto" else req.language
-        return language == "zh"
+        return resolve(req.query, req.language) == "zh"
 
     @staticmethod
     def _log_recall(
