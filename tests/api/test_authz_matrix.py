@@ -96,6 +96,7 @@ FEEDBACK = "/v1/subjects/{subject_id}/feedback"
 #: ``test_the_scope_table_agrees_with_the_document`` holds the two together.
 ACCEPTED: dict[tuple[str, str], frozenset[str]] = {
     ("POST", M): frozenset({"memory:write"}),
+    ("POST", f"{M}/batch"): frozenset({"memory:write"}),
     ("GET", M): frozenset({"memory:read"}),
     ("DELETE", M): frozenset({"memory:delete"}),
     ("GET", MEMORY): frozenset({"memory:read"}),
@@ -280,6 +281,9 @@ class Probe:
     looks: str | None = None
     #: Victim ids (markers) the owner's answer must show.
     sees: tuple[str, ...] = ()
+    #: The body is one write sent as a batch (``POST .../memories/batch``): a 200 answer is
+    #: judged by its one item's status and code, as the single write's answer is.
+    batch: bool = False
 
     @property
     def route(self) -> tuple[str, str]:
@@ -306,6 +310,19 @@ def _attempt(v: Victim, caller: Principal) -> dict[str, Any]:
 
 def _replay(name: str) -> Body:
     return lambda v, _: v.ids[name]
+
+
+def _batched(one: Body) -> Body:
+    return lambda v, caller: {"memories": [one(v, caller)]}
+
+
+def _item_answer(answer: Answer) -> Answer:
+    """A batch's one write, as the single write would have answered it."""
+    if answer.status != 200 or not isinstance(answer.body, dict):
+        return answer
+    (item,) = answer.body["items"]
+    body = {"error": item["error"]} if item["error"] else item["memory"]
+    return Answer(item["status"], body, answer.headers)
 
 
 def _note(v: Victim, caller: Principal) -> dict[str, Any]:
@@ -338,6 +355,11 @@ PROBES: tuple[Probe, ...] = (
           body=_attempt, looks="memory"),
     Probe("POST", M, "world", 201, (OWN(201), FB, NF, NF),
           body=_replay("memory_body"), looks="memory", sees=("memory_id",)),
+    Probe("POST", f"{M}/batch", "memory", 201, (OWN(201), FB, NOT_WRITABLE, NOT_WRITABLE),
+          body=_batched(_attempt), looks="memory", batch=True),
+    Probe("POST", f"{M}/batch", "world", 201, (OWN(201), FB, NF, NF),
+          body=_batched(_replay("memory_body")), looks="memory", sees=("memory_id",),
+          batch=True),
     Probe("GET", M, "world", 200, (OWN(200), FB, OWN(200), OWN(200)), sees=SEEN_MEMORY),
     Probe("DELETE", M, "subject", 202, (OWN(202), FB, REFUSED, REFUSED), looks="memory"),
     Probe("GET", MEMORY, "world", 200, (NF, FB, NF, NF), sees=SEEN_MEMORY[:1]),
@@ -640,10 +662,11 @@ class Lab:
         looks = probe.looks if probe.method != "GET" else None
         before = (v.seen.get(looks) or self.look(looks, v)) if looks else None
         token = caller.token() if caller else None
-        answer = call(probe.method, path, token, body, query=query)
+        whole = call(probe.method, path, token, body, query=query)
+        answer = _item_answer(whole) if probe.batch else whole
         problems = self._verdict(expect, answer)
         sent = path + _text(body) + _text(query)
-        shown = _text(answer.body)
+        shown = _text(whole.body)
         leaked = sorted(
             {
                 resource
@@ -696,6 +719,7 @@ class Lab:
         v = self.victim(probe.victim)
         path, body, query = self.request(probe, v, None)
         answer = call(probe.method, path, v.owner.token(), body, query=query)
+        answer = _item_answer(answer) if probe.batch else answer
         problems = [] if answer.status == probe.control else [f"expected {probe.control}"]
         missing = [name for name in probe.sees if str(v.ids[name]) not in _text(answer.body)]
         if missing:

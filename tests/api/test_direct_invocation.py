@@ -57,6 +57,26 @@ def test_the_sample_envelope_writes_a_memory(invoke: Any, issuer: Issuer) -> Non
     assert read["body"]["memory_id"] == out["body"]["memory_id"]
 
 
+def test_a_batch_of_writes_by_direct_invocation(invoke: Any, issuer: Issuer) -> None:
+    token = issuer.token()
+    out = invoke(
+        {
+            "operation": "memory.write_batch",
+            "token": token,
+            "params": {"subject_id": "u-1"},
+            "body": {
+                "memories": [
+                    memory_body(request_id="b-1"),
+                    memory_body(request_id="b-2", content="key AKIAIOSFODNN7EXAMPLE"),
+                ]
+            },
+        }
+    )
+    assert out["statusCode"] == 200
+    assert [i["status"] for i in out["body"]["items"]] == [201, 422]
+    assert (out["body"]["written"], out["body"]["refused"]) == (1, 1)
+
+
 def test_errors_have_the_same_codes_as_over_http(invoke: Any, issuer: Issuer) -> None:
     token = issuer.token()
     write = {

@@ -28,6 +28,8 @@ from memvault_wire.types import (
 
 MAX_CONTENT_CHARS = 4000
 MAX_TTL_SECONDS = 365 * 86_400
+#: Writes in one ``POST .../memories/batch`` (DynamoDB's own batch size).
+MAX_BATCH_WRITES = 25
 
 
 class MemoryKind(StrEnum):
@@ -163,6 +165,30 @@ class MemoryWrite(BaseModel):
         if payload["language"] == "auto":
             del payload["language"]
         return payload
+
+
+class MemoryBatchWrite(BaseModel):
+    """The body of ``POST /v1/subjects/{subject_id}/memories/batch``: up to
+    :data:`MAX_BATCH_WRITES` writes, each with its own ``request_id``, each committed or
+    refused on its own exactly as ``POST .../memories`` would."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, defer_build=True)
+
+    memories: list[MemoryWrite] = Field(min_length=1, max_length=MAX_BATCH_WRITES)
+
+    @model_validator(mode="after")
+    def _one_request_per_id(self) -> MemoryBatchWrite:
+        # Two writes under one request_id would make the second a replay (or a 409) of the
+        # first, depending on their order: refused before anything is written.
+        first: dict[str, int] = {}
+        for i, write in enumerate(self.memories):
+            if write.request_id in first:
+                raise ValueError(
+                    f"memories {first[write.request_id]} and {i} share a request_id; "
+                    "give each write its own"
+                )
+            first[write.request_id] = i
+        return self
 
 
 class MemoryPatch(BaseModel):

@@ -68,6 +68,30 @@ class MemoryOut(BaseModel):
         return cls.model_validate(memory)
 
 
+class BatchItemOut(BaseModel):
+    """One write of a batch, in the order sent: ``status`` is what ``POST .../memories``
+    would have answered for it (201 with the memory, ``replayed`` when its request_id had
+    already written it; otherwise the error status with ``error``)."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    status: int
+    replayed: bool = False
+    memory: MemoryOut | None = None
+    error: ErrorDetail | None = None
+
+
+class MemoryBatchOut(BaseModel):
+    """The answer to ``POST .../memories/batch``: every write's own outcome, and counts."""
+
+    model_config = ConfigDict(defer_build=True)
+
+    items: list[BatchItemOut]
+    written: int
+    replayed: int
+    refused: int
+
+
 class MemoryListOut(BaseModel):
     model_config = ConfigDict(defer_build=True)
 

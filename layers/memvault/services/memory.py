@@ -44,6 +44,7 @@ from memvault_wire.errors import (
     FactNotWritable,
     Forbidden,
     IdempotencyKeyReused,
+    MemvaultError,
     NotFound,
     ValidationFailed,
     VersionConflict,
@@ -161,6 +162,24 @@ class MemoryService:
             return self._lost_write(ctx, subject_id, cmd, payload_hash, conflict)
         self._log("memory written", memory)
         return WriteResult(memory, created=True)
+
+    def write_batch(
+        self, ctx: AccessContext, subject_id: str, cmds: Sequence[MemoryWrite]
+    ) -> list[WriteResult | MemvaultError]:
+        """Each write of a batch as :meth:`write` makes it, in order, each on its own: one
+        refused (its error, in its place) leaves the others to be written. The token's
+        scope and subject are checked once, for the whole batch. A failure that is not a
+        refusal (an error of the store's) ends the batch there: the writes before it are
+        committed, and a retry of the batch replays them by their request ids."""
+        ctx.require(Scope.MEMORY_WRITE)
+        ctx.require_subject(subject_id)
+        results: list[WriteResult | MemvaultError] = []
+        for cmd in cmds:
+            try:
+                results.append(self.write(ctx, subject_id, cmd))
+            except MemvaultError as refused:
+                results.append(refused)
+        return results
 
     def _write_commit(
         self,

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import TYPE_CHECKING, Annotated, Literal
 
 from aws_lambda_powertools.event_handler import Response
 from aws_lambda_powertools.event_handler.openapi.params import Query
@@ -12,10 +12,29 @@ from memvault.api.access import caller
 from memvault.api.deps import deps
 from memvault.api.errors import documented
 from memvault.api.routes.params import MemoryPath, SubjectPath
-from memvault.observability import metrics
-from memvault_wire.memory import MemoryKind, MemoryPatch, MemoryWrite
-from memvault_wire.schemas import DeletionOut, ExportOut, HistoryOut, MemoryListOut, MemoryOut
+from memvault.observability import logger, metrics
+from memvault_wire.errors import MemvaultError
+from memvault_wire.memory import (
+    MAX_BATCH_WRITES,
+    MemoryBatchWrite,
+    MemoryKind,
+    MemoryPatch,
+    MemoryWrite,
+)
+from memvault_wire.schemas import (
+    BatchItemOut,
+    DeletionOut,
+    ErrorDetail,
+    ExportOut,
+    HistoryOut,
+    MemoryBatchOut,
+    MemoryListOut,
+    MemoryOut,
+)
 from memvault_wire.types import CanonicalKey, Tag
+
+if TYPE_CHECKING:  # the services load with the first request, not with this module
+    from memvault.services.memory import WriteResult
 
 router = APIGatewayRouter()
 BASE = "/v1/subjects/<subject_id>/memories"
@@ -49,6 +68,52 @@ def write_memory(subject_id: SubjectPath, body: MemoryWrite) -> Response[MemoryO
         content_type="application/json",
         body=MemoryOut.of(result.memory),
         headers={"Idempotent-Replay": "false" if result.created else "true"},
+    )
+
+
+@router.post(
+    f"{BASE}/batch",
+    status_code=200,
+    summary=f"Write up to {MAX_BATCH_WRITES} memories (scope memory:write)",
+    description="Each write is made exactly as POST .../memories makes it: its own "
+    "request_id, policy, provenance check, commit and replay. A refused write takes its "
+    "place in items with the status and error POST .../memories would have answered; the "
+    "others are written. Items come in the order sent; written, replayed and refused count "
+    "them. Every write needs its own request_id. A 5xx answer means the batch stopped "
+    "part way: send it again, and the writes already made are replayed.",
+    responses=documented(200, MemoryBatchOut, 403),
+    tags=TAGS,
+)
+def write_memories(subject_id: SubjectPath, body: MemoryBatchWrite) -> MemoryBatchOut:
+    results = deps.services_for(router.current_event).memory.write_batch(
+        caller(router.current_event), subject_id, body.memories
+    )
+    items = [_batch_item(r) for r in results]
+    written = sum(1 for r in results if not isinstance(r, MemvaultError) and r.created)
+    refused = [r.code for r in results if isinstance(r, MemvaultError)]
+    if written:
+        metrics.add_metric(name="MemoryWritten", unit="Count", value=written)
+    if refused:
+        logger.info(
+            "batch writes refused",
+            extra={"refused": len(refused), "codes": sorted(set(refused))},
+        )
+    return MemoryBatchOut(
+        items=items,
+        written=written,
+        replayed=len(results) - written - len(refused),
+        refused=len(refused),
+    )
+
+
+def _batch_item(result: WriteResult | MemvaultError) -> BatchItemOut:
+    if isinstance(result, MemvaultError):
+        body = result.to_body()["error"]
+        return BatchItemOut(status=result.status, error=ErrorDetail(**body))
+    return BatchItemOut(
+        status=201,
+        replayed=not result.created,
+        memory=MemoryOut.of(result.memory),
     )
 
 
