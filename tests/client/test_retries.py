@@ -73,6 +73,23 @@ def test_a_lost_answer_is_retried_with_the_same_request_id_and_replays(
     assert [m.memory_id for m in listed] == [written.memory_id]
 
 
+def test_a_batch_whose_answer_is_lost_is_retried_with_the_same_ids_and_replays(
+    stack: RunningStack, faults: FaultProxy, subject: str
+) -> None:
+    faults.fail(LOST)
+    with _client(stack, faults, subject) as mv:
+        answer = mv.write_memories(subject, [memory("Walks the dog at 7"), memory("Owns a kayak")])
+        listed = mv.list_memories(subject).items
+
+    posts = faults.requests("POST")
+    assert [p.upstream_status for p in posts] == [200, 200]
+    assert posts[0].body == posts[1].body  # the same request ids, generated once
+    assert (answer.written, answer.replayed) == (0, 2)
+    assert sorted(m.memory_id for m in listed) == sorted(
+        i.memory.memory_id for i in answer.items if i.memory
+    )
+
+
 def test_a_caller_given_request_id_is_kept_and_each_call_gets_a_new_one(
     stack: RunningStack, faults: FaultProxy, subject: str
 ) -> None:

@@ -33,7 +33,7 @@ from memvault_local.process import RunningStack
 from memvault_wire.artifact import ArtifactState
 from memvault_wire.memory import MemoryKind, MemoryWrite, Source, SourceType
 from memvault_wire.run import Checkpoint, RunStatus
-from memvault_wire.schemas import DeletionOut, MemoryOut, RecallOut
+from memvault_wire.schemas import DeletionOut, MemoryBatchOut, MemoryOut, RecallOut
 from memvault_wire.session import Session
 from tests.client.conftest import FaultProxy, memory, mint, new_subject
 
@@ -86,6 +86,38 @@ def test_the_memory_lifecycle_through_the_api_models(client: MemvaultClient, sub
     assert forgotten.scope == "subject"
     assert client.deletion_status(forgotten.deletion_id).deletion_id == forgotten.deletion_id
     assert client.list_memories(subject).items == []
+
+
+def test_a_batch_writes_each_memory_and_answers_a_refusal_in_its_place(
+    client: MemvaultClient, subject: str
+) -> None:
+    bodies = [
+        memory("Flies to Lisbon on the 14th"),
+        memory("Its key is AKIAIOSFODNN7EXAMPLE"),
+        MemoryWrite(
+            request_id="typed-batch-1",
+            kind=MemoryKind.EPISODIC,
+            content="Booked the aisle seat",
+            source=Source(type=SourceType.USER_STATEMENT, ref="t-3"),
+            consent=True,
+        ),
+    ]
+    answer = client.write_memories(subject, bodies)
+    assert isinstance(answer, MemoryBatchOut)
+    assert [(i.status, i.error.code if i.error else None) for i in answer.items] == [
+        (201, None),
+        (422, "secret_detected"),
+        (201, None),
+    ]
+    assert (answer.written, answer.replayed, answer.refused) == (2, 0, 1)
+    written = [i.memory.memory_id for i in answer.items if i.memory]
+    assert sorted(m.memory_id for m in client.list_memories(subject).items) == sorted(written)
+    again = client.write_memories(subject, [bodies[2]])
+    replayed = again.items[0].memory
+    assert replayed is not None and answer.items[2].memory is not None
+    assert (again.replayed, replayed.memory_id) == (1, answer.items[2].memory.memory_id)
+    with pytest.raises(ValidationFailed):  # refused before sending, as the server would
+        client.write_memories(subject, [memory(f"turn {i}") for i in range(26)])
 
 
 def test_recall_finds_a_written_memory(client: MemvaultClient, subject: str) -> None:

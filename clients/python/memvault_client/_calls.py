@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import uuid
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
 
@@ -21,7 +21,7 @@ from memvault_client._transport import Answer, Request
 from memvault_client.errors import MemvaultError, ValidationFailed
 from memvault_wire.artifact import ArtifactOut, StartUpload
 from memvault_wire.context import AssembledContext, ContextRequest, Manifest
-from memvault_wire.memory import MemoryKind, MemoryPatch, MemoryWrite
+from memvault_wire.memory import MemoryBatchWrite, MemoryKind, MemoryPatch, MemoryWrite
 from memvault_wire.recall import RecallRequest
 from memvault_wire.run import (
     Advance,
@@ -37,6 +37,7 @@ from memvault_wire.schemas import (
     ExportOut,
     HealthOut,
     HistoryOut,
+    MemoryBatchOut,
     MemoryListOut,
     MemoryOut,
     RecallOut,
@@ -145,6 +146,16 @@ def _call(
 def write_memory(subject_id: str, body: MemoryWrite | Mapping[str, Any]) -> Call[MemoryOut]:
     write = body_of(MemoryWrite, body, request_id=True)
     return _call("memory.write", MemoryOut, params={"subject_id": subject_id}, body=write)
+
+
+def write_memories(
+    subject_id: str, bodies: Sequence[MemoryWrite | Mapping[str, Any]]
+) -> Call[MemoryBatchOut]:
+    writes = [body_of(MemoryWrite, b, request_id=True) for b in bodies]
+    batch = body_of(MemoryBatchWrite, {"memories": writes})
+    return _call(
+        "memory.write_batch", MemoryBatchOut, params={"subject_id": subject_id}, body=batch
+    )
 
 
 def get_memory(subject_id: str, memory_id: str) -> Call[MemoryOut]:

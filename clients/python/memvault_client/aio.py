@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -28,6 +28,7 @@ from memvault_wire.schemas import (
     ExportOut,
     HealthOut,
     HistoryOut,
+    MemoryBatchOut,
     MemoryListOut,
     MemoryOut,
     RecallOut,
@@ -125,6 +126,14 @@ class AsyncMemvaultClient:
     ) -> MemoryOut:
         """Write a memory; a mapping without ``request_id`` gets a new one (kept on retries)."""
         return await self._call(calls.write_memory(subject_id, body))
+
+    async def write_memories(
+        self, subject_id: str, bodies: Sequence[MemoryWrite | Mapping[str, Any]]
+    ) -> MemoryBatchOut:
+        """Write up to 25 memories in one request, each as :meth:`write_memory` would; a
+        mapping without ``request_id`` gets a new one (kept on retries). A refused write is
+        an item with its status and error, not an exception: the others are written."""
+        return await self._call(calls.write_memories(subject_id, bodies))
 
     async def get_memory(self, subject_id: str, memory_id: str) -> MemoryOut:
         return await self._call(calls.get_memory(subject_id, memory_id))

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, TypeVar
 
@@ -25,6 +25,7 @@ from memvault_wire.schemas import (
     ExportOut,
     HealthOut,
     HistoryOut,
+    MemoryBatchOut,
     MemoryListOut,
     MemoryOut,
     RecallOut,
@@ -115,6 +116,14 @@ class MemvaultClient:
     def write_memory(self, subject_id: str, body: MemoryWrite | Mapping[str, Any]) -> MemoryOut:
         """Write a memory; a mapping without ``request_id`` gets a new one (kept on retries)."""
         return self._call(calls.write_memory(subject_id, body))
+
+    def write_memories(
+        self, subject_id: str, bodies: Sequence[MemoryWrite | Mapping[str, Any]]
+    ) -> MemoryBatchOut:
+        """Write up to 25 memories in one request, each as :meth:`write_memory` would; a
+        mapping without ``request_id`` gets a new one (kept on retries). A refused write is
+        an item with its status and error, not an exception: the others are written."""
+        return self._call(calls.write_memories(subject_id, bodies))
 
     def get_memory(self, subject_id: str, memory_id: str) -> MemoryOut:
         return self._call(calls.get_memory(subject_id, memory_id))
