@@ -41,6 +41,7 @@ import type {
   ListRunEventsQuery,
   Manifest,
   Memory,
+  MemoryBatch,
   MemoryList,
   MemoryPatch,
   MemoryTrace,
@@ -272,6 +273,22 @@ export class MemvaultClient {
   writeMemory(subjectId: string, body: MemoryWrite, options?: CallOptions): Promise<Memory> {
     return this.call(
       { operation: "memory.write", params: { subject_id: subjectId }, body: withRequestId(body) },
+      options,
+    );
+  }
+
+  /**
+   * Write up to 25 memories in one request, each as {@link writeMemory} would (a body
+   * without `request_id` gets one, kept on every retry). A refused write is an item with
+   * its `status` and `error`, not a thrown error: the others are written.
+   */
+  writeMemories(subjectId: string, bodies: MemoryWrite[], options?: CallOptions): Promise<MemoryBatch> {
+    return this.call(
+      {
+        operation: "memory.write_batch",
+        params: { subject_id: subjectId },
+        body: { memories: bodies.map((b) => withRequestId(b)) },
+      },
       options,
     );
   }

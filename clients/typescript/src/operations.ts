@@ -5,6 +5,7 @@
  */
 export const OPERATIONS = {
   "memory.write": ["POST", "/v1/subjects/{subject_id}/memories"],
+  "memory.write_batch": ["POST", "/v1/subjects/{subject_id}/memories/batch"],
   "memory.list": ["GET", "/v1/subjects/{subject_id}/memories"],
   "memory.get": ["GET", "/v1/subjects/{subject_id}/memories/{memory_id}"],
   "memory.correct": ["PATCH", "/v1/subjects/{subject_id}/memories/{memory_id}"],

@@ -32,6 +32,8 @@ export type QueryOf<P extends keyof paths, M extends Method> = paths[P][M] exten
 // ------------------------------------------------------------------ answers
 export type Memory = Schemas["MemoryOut"];
 export type MemoryList = Schemas["MemoryListOut"];
+export type MemoryBatch = Schemas["MemoryBatchOut"];
+export type MemoryBatchItem = Schemas["BatchItemOut"];
 export type History = Schemas["HistoryOut"];
 export type Deletion = Schemas["DeletionOut"];
 export type Export = Schemas["ExportOut"];

@@ -152,6 +152,28 @@ describe("long-term memory", () => {
     expect(d.memory_id).not.toBe(c.memory_id);
   });
 
+  it("writes a batch: each write in its place, a refusal as an item, a retry replayed", async () => {
+    const subject = freshSubject();
+    const client = serviceClient();
+    const third = memory("Booked the aisle seat", { request_id: "batch-fixed-3" });
+    const bodies = [memory("Flies to Lisbon on the 14th"), memory("Its key is AKIAIOSFODNN7EXAMPLE"), third];
+    const answer = await client.writeMemories(subject, bodies);
+    expect(answer.items.map((i) => [i.status, i.error?.code ?? null])).toEqual([
+      [201, null],
+      [422, "secret_detected"],
+      [201, null],
+    ]);
+    expect([answer.written, answer.replayed, answer.refused]).toEqual([2, 0, 1]);
+    expect(JSON.stringify(answer)).not.toContain("AKIAIOSFODNN7EXAMPLE");
+    const listed = (await client.listMemories(subject)).items.map((m) => m.memory_id).sort();
+    expect(listed).toEqual(answer.items.flatMap((i) => (i.memory ? [i.memory.memory_id] : [])).sort());
+    const again = await client.writeMemories(subject, [third]);
+    expect([again.replayed, again.items[0]?.memory?.memory_id]).toEqual([1, answer.items[2]?.memory?.memory_id]);
+    await expect(
+      client.writeMemories(subject, [memory("a", { request_id: "same" }), memory("b", { request_id: "same" })]),
+    ).rejects.toBeInstanceOf(ValidationFailed);
+  });
+
   it("recalls, traces the recall and the memory, takes feedback, exports and forgets the subject", async () => {
     const subject = freshSubject();
     const client = serviceClient();

@@ -372,6 +372,26 @@ export interface paths {
         patch?: never;
         trace?: never;
     };
+    "/v1/subjects/{subject_id}/memories/batch": {
+        parameters: {
+            query?: never;
+            header?: never;
+            path?: never;
+            cookie?: never;
+        };
+        get?: never;
+        put?: never;
+        /**
+         * Write up to 25 memories (scope memory:write)
+         * @description Each write is made exactly as POST .../memories makes it: its own request_id, policy, provenance check, commit and replay. A refused write takes its place in items with the status and error POST .../memories would have answered; the others are written. Items come in the order sent; written, replayed and refused count them. Every write needs its own request_id. A 5xx answer means the batch stopped part way: send it again, and the writes already made are replayed.
+         */
+        post: operations["write_memories_v1_subjects__subject_id__memories_batch_post"];
+        delete?: never;
+        options?: never;
+        head?: never;
+        patch?: never;
+        trace?: never;
+    };
     "/v1/subjects/{subject_id}/recall": {
         parameters: {
             query?: never;
@@ -558,6 +578,23 @@ export interface components {
             sections: {
                 [key: string]: components["schemas"]["ContextItem"][];
             };
+        };
+        /**
+         * BatchItemOut
+         * @description One write of a batch, in the order sent: ``status`` is what ``POST .../memories``
+         *     would have answered for it (201 with the memory, ``replayed`` when its request_id had
+         *     already written it; otherwise the error status with ``error``).
+         */
+        BatchItemOut: {
+            error?: components["schemas"]["ErrorDetail"] | null;
+            memory?: components["schemas"]["MemoryOut"] | null;
+            /**
+             * Replayed
+             * @default false
+             */
+            replayed: boolean;
+            /** Status */
+            status: number;
         };
         /** Checkpoint */
         Checkpoint: {
@@ -1024,6 +1061,30 @@ export interface components {
             similarity?: number | null;
             /** Vector Rank */
             vector_rank?: number | null;
+        };
+        /**
+         * MemoryBatchOut
+         * @description The answer to ``POST .../memories/batch``: every write's own outcome, and counts.
+         */
+        MemoryBatchOut: {
+            /** Items */
+            items: components["schemas"]["BatchItemOut"][];
+            /** Refused */
+            refused: number;
+            /** Replayed */
+            replayed: number;
+            /** Written */
+            written: number;
+        };
+        /**
+         * MemoryBatchWrite
+         * @description The body of ``POST /v1/subjects/{subject_id}/memories/batch``: up to
+         *     :data:`MAX_BATCH_WRITES` writes, each with its own ``request_id``, each committed or
+         *     refused on its own exactly as ``POST .../memories`` would.
+         */
+        MemoryBatchWrite: {
+            /** Memories */
+            memories: components["schemas"]["MemoryWrite"][];
         };
         /**
          * MemoryKind
@@ -4196,6 +4257,87 @@ export interface operations {
             };
         };
     };
+    write_memories_v1_subjects__subject_id__memories_batch_post: {
+        parameters: {
+            query?: never;
+            header?: never;
+            path: {
+                /** @description the subject */
+                subject_id: string;
+            };
+            cookie?: never;
+        };
+        requestBody: {
+            content: {
+                "application/json": components["schemas"]["MemoryBatchWrite"];
+            };
+        };
+        responses: {
+            /** @description success */
+            200: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["MemoryBatchOut"];
+                };
+            };
+            /** @description unauthorized */
+            401: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description forbidden, provenance_not_allowed */
+            403: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description payload_too_large */
+            413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
+            422: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description throttled */
+            429: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description internal */
+            500: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+        };
+    };
     recall_v1_subjects__subject_id__recall_post: {
         parameters: {
             query?: never;
@@ -4663,6 +4805,7 @@ export interface defaulted {
     "AppendMessage": "consent";
     "ArtifactOut": "references";
     "AssembledContext": "rendered";
+    "BatchItemOut": "replayed";
     "ContextItem": "trusted";
     "ContextRequest": "memory_limit";
     "CreateRun": "consent";
