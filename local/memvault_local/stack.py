@@ -66,6 +66,8 @@ from memvault_local.sweeper import TtlSweeper
 from memvault_local.threads import make_resolver_thread_safe
 
 LOCAL_TENANT = "local"
+#: How long ``memvault run`` waits for its models to load before it serves anyway.
+WARM_UP_SECONDS = 60.0
 LOCAL_SUBJECT = "user-1"
 
 
@@ -290,6 +292,7 @@ def _run_locked(options: StackOptions, home: Path, out: TextIO) -> int:
     local = _start_backend(options, home, url, out)
     if local is None:
         return 1
+    local.wait_warm(WARM_UP_SECONDS)
     key = DevKey.load_or_create(home)
     make_resolver_thread_safe()
     api_app: Any = ApiGatewayAdapter(key.verifier(), lambda_handler)
@@ -435,6 +438,16 @@ class _Local:
     #: Whether an upload URL's artifact still takes bytes (the artifact service).
     uploads: Any = None
     closers: list[Callable[[], None]] = field(default_factory=list)
+    #: Models loading in the background (the query embedder, the indexer's workers).
+    warming: list[threading.Thread] = field(default_factory=list)
+
+    def wait_warm(self, seconds: float) -> None:
+        """Until the models have loaded (at most ``seconds``): the stack says it is ready
+        once its first write is indexed and its first recall answered at full speed, not
+        while three model loads share the cores with them."""
+        deadline = time.monotonic() + seconds
+        for thread in self.warming:
+            thread.join(max(0.0, deadline - time.monotonic()))
 
     def close(self) -> None:
         for closer in reversed(self.closers):
@@ -487,7 +500,7 @@ def _on_embedded_store(options: StackOptions, home: Path, url: str, out: TextIO)
         )
         pump.start()
         local.closers.append(pump.stop)
-        _warm_up(services)
+        _warm_up(services, local)
     # A purge that a crash cut short, or a job queued for the worker when the process
     # died, is finished now: the client already had its 202.
     resume_unfinished(services.purge, services.memory.purge)
@@ -514,7 +527,9 @@ def _indexing_embedder(services: Any, local: _Local) -> Embedder:
         return embedder
     worker = WorkerEmbedder(embedder)
     local.closers.append(worker.close)
-    threading.Thread(target=_start_quietly, args=(worker,), daemon=True).start()
+    starting = threading.Thread(target=_start_quietly, args=(worker,), daemon=True)
+    starting.start()
+    local.warming.append(starting)
     return worker
 
 
@@ -542,11 +557,18 @@ def _start_quietly(worker: WorkerEmbedder) -> None:
         logger.warning("embedding worker did not start", extra={"error": type(err).__name__})
 
 
-def _warm_up(services: Any) -> None:
+def _warm_up(services: Any, local: _Local) -> None:
     """Load the embedding model now rather than on the first recall."""
-    threading.Thread(
-        target=lambda: services.recall.embedder.embed(["warm up"]), daemon=True
-    ).start()
+
+    def load() -> None:
+        try:
+            services.recall.embedder.embed(["warm up"])
+        except Exception as err:  # the first recall loads it again and reports it
+            logger.warning("embedding model did not load", extra={"error": type(err).__name__})
+
+    loading = threading.Thread(target=load, daemon=True)
+    loading.start()
+    local.warming.append(loading)
 
 
 def _on_dynamodb(options: StackOptions, home: Path, out: TextIO) -> _Local | None:
@@ -592,7 +614,7 @@ def _on_dynamodb(options: StackOptions, home: Path, out: TextIO) -> _Local | Non
         )
         pump.start()
         local.closers.append(pump.stop)
-        _warm_up(services)
+        _warm_up(services, local)
     if not real_aws:
         stop = threading.Event()
         local.closers.append(stop.set)
