@@ -37,6 +37,8 @@ from memvault_local.process import start_stack
 DEV = ("26", "30", "41", "42", "43")
 HELDOUT = ("44", "47", "48", "49", "50")
 SCOPES = "memory:read memory:write"
+#: Loading threads when turns go in batches (each sends one batch at a time).
+BATCH_WRITERS = 4
 #: The model a plain ``memvault run`` serves with (none named in its environment).
 DEFAULT = "default"
 
@@ -162,6 +164,7 @@ def run_conversation(
     conversation: dict[str, Any],
     workers: int = 8,
     server_pid: int | None = None,
+    batch: int = 0,
 ) -> dict[str, Any]:
     subject = f"locomo-{name}-{uuid.uuid4().hex[:6]}"
     token = DevKey.load_or_create(home).mint(
@@ -182,34 +185,50 @@ def run_conversation(
         mv: MemvaultClient = local.mv
         return mv
 
+    def body(turn: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "kind": "episodic",
+            "content": turn["text"],
+            "source": {
+                "type": "user_statement",
+                "ref": turn["dia_id"],
+                # The conversation and the turn's place in it: recall ranks
+                # the neighbouring turns of a strong match up with it.
+                "thread": f"{name}/{turn['session']}",
+                "turn": turn["turn"],
+            },
+            "consent": True,
+        }
+
     def write(turn: dict[str, Any]) -> None:
         try:
-            out = client().write_memory(
-                subject,
-                {
-                    "kind": "episodic",
-                    "content": turn["text"],
-                    "source": {
-                        "type": "user_statement",
-                        "ref": turn["dia_id"],
-                        # The conversation and the turn's place in it: recall ranks
-                        # the neighbouring turns of a strong match up with it.
-                        "thread": f"{name}/{turn['session']}",
-                        "turn": turn["turn"],
-                    },
-                    "consent": True,
-                },
-            )
-            written.append(out.memory_id)
+            written.append(client().write_memory(subject, body(turn)).memory_id)
         except Exception as err:  # counted: a refused turn is a recall the run cannot make
             refused.append(f"{turn['dia_id']}: {getattr(err, 'code', type(err).__name__)}")
+
+    def write_many(chunk: list[dict[str, Any]]) -> None:
+        try:
+            answer = client().write_memories(subject, [body(t) for t in chunk])
+        except Exception as err:
+            code = getattr(err, "code", type(err).__name__)
+            refused.extend(f"{t['dia_id']}: {code}" for t in chunk)
+            return
+        for turn, item in zip(chunk, answer.items, strict=True):
+            if item.memory is not None:
+                written.append(item.memory.memory_id)
+            else:
+                refused.append(f"{turn['dia_id']}: {item.error.code if item.error else '?'}")
 
     meter = CpuMeter(server_pid)
     meter.start()
     started = time.perf_counter()
     try:
         with ThreadPoolExecutor(workers) as pool:
-            list(pool.map(write, items))
+            if batch:
+                chunks = [items[at : at + batch] for at in range(0, len(items), batch)]
+                list(pool.map(write_many, chunks))
+            else:
+                list(pool.map(write, items))
     finally:
         for mv in clients:
             mv.close()
@@ -236,6 +255,7 @@ def run_conversation(
         "hits_at_10": hits10,
         "turns_per_s": round(len(items) / loaded_s, 1),
         "cpu_ms_per_turn": cpu,
+        "batch": batch,
         "latencies_ms": latencies,
     }
 
@@ -293,7 +313,7 @@ def embedder_alone(model: str, texts: list[str]) -> float | None:
         worker.close()
 
 
-def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
+def measure(data: Path, names: tuple[str, ...], model: str, batch: int = 0) -> dict[str, Any]:
     """Every named conversation through a fresh local stack on ``model`` (``default``:
     the model a plain ``memvault run`` chooses)."""
     with tempfile.TemporaryDirectory(prefix="memvault-locomo-") as tmp:
@@ -303,7 +323,7 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
             if os.environ.get(passed):
                 env[passed] = os.environ[passed]
         stack = start_stack(home, **env)
-        served = re.search(r"embeddings: (\S+);", stack.banner)
+        served = re.search(r"embeddings: ([^\s;]+)", stack.banner)
         model = served.group(1) if served else model
         texts: list[str] = []  # every turn, for the embedder alone after the stack
         try:
@@ -312,7 +332,13 @@ def measure(data: Path, names: tuple[str, ...], model: str) -> dict[str, Any]:
                 conversation = json.loads((data / f"{name}.json").read_text())
                 texts += [t["text"] for t in turns(conversation)]
                 row = run_conversation(
-                    stack.url, home, name, conversation, server_pid=stack.process.pid
+                    stack.url,
+                    home,
+                    name,
+                    conversation,
+                    server_pid=stack.process.pid,
+                    batch=batch,
+                    workers=BATCH_WRITERS if batch else 8,
                 )
                 rows.append(row)
                 print(
@@ -369,13 +395,20 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", default=DEFAULT, help="default: what memvault run chooses")
     parser.add_argument("--split", choices=["dev", "heldout", "all"], default="dev")
     parser.add_argument("--out", help="write the figures here as JSON")
+    parser.add_argument(
+        "--batch",
+        type=int,
+        default=0,
+        metavar="N",
+        help="load N turns a request (POST .../memories/batch); 0: one write a turn",
+    )
     parser.add_argument("--mem0", metavar="URL", help="also Mem0, on the OpenSearch at URL")
     args = parser.parse_args(argv)
     if not args.data:
         print("error: give LoCoMo's folder with --data or MEMVAULT_LOCOMO", file=sys.stderr)
         return 2
     names = {"dev": DEV, "heldout": HELDOUT, "all": DEV + HELDOUT}[args.split]
-    measured = measure(Path(args.data), names, args.model)
+    measured = measure(Path(args.data), names, args.model, args.batch)
     rows = measured.pop("rows", None)
     result: dict[str, Any] = {"split": args.split, **measured}
     if args.mem0:
