@@ -645,6 +645,26 @@ def _locomo_lines(lo: dict[str, Any], goals: dict[str, Any]) -> list[str]:
             f"the loading client {cpu['client']} ms; {total:.1f} ms in all, so {cores} cores "
             f"load at most {1000 * cores / total:.0f} turns/s.",
         ]
+    batched = lo.get("batched")
+    if batched:
+        lines += [
+            "",
+            f"The same, each conversation loaded {batched['batch']} turns a request "
+            "(`POST .../memories/batch`) into another fresh `memvault run`:",
+            "",
+            "| split | recall_any@10 | recall p50 / p95 ms | turns/s | CPU ms a turn: API / "
+            "embedding / client |",
+            "|---|---|---|---|---|",
+        ]
+        for split in ("dev", "heldout", "all"):
+            if split in batched:
+                r = batched[split]
+                c = r.get("cpu_ms_per_turn") or {}
+                lines.append(
+                    f"| {split} | {r['recall_any_at_10']} | {r['p50_ms']} / {r['p95_ms']} | "
+                    f"{r['turns_per_s']} | {c.get('api')} / {c.get('embedding')} / "
+                    f"{c.get('client')} |"
+                )
     mem0 = lo.get("mem0")
     if mem0:
         lines += [
@@ -667,7 +687,9 @@ def _locomo_lines(lo: dict[str, Any], goals: dict[str, Any]) -> list[str]:
         *lines,
         "",
         f"Goals: recall_any@10 ≥ {g.get('recall_any_at_10_all')} over all ten, ≥ "
-        f"{g.get('recall_any_at_10_heldout')} on the held-out five.",
+        f"{g.get('recall_any_at_10_heldout')} on the held-out five; recall p95 ≤ "
+        f"{g.get('p95_ms_at_most')} ms; loaded and indexed at ≥ "
+        f"{g.get('turns_per_s_at_least')} turns/s.",
         "",
     ]
 

@@ -67,3 +67,33 @@ def test_the_summary_weights_each_conversation_by_its_turns() -> None:
     ]
     assert _cpu_per_turn(rows) == {"api": 7.0, "embedding": 15.0, "client": 1.75}
     assert _cpu_per_turn([*rows, {"turns": 5, "cpu_ms_per_turn": None}]) is None
+
+
+def test_the_report_shows_the_batched_load_beside_the_one_write_a_turn_load() -> None:
+    from bench.run import _locomo_lines
+
+    def split(rate: float) -> dict[str, object]:
+        return {
+            "questions": 10,
+            "recall_any_at_5": 0.7,
+            "recall_any_at_10": 0.8,
+            "p50_ms": 17.0,
+            "p95_ms": 27.0,
+            "turns_per_s": rate,
+            "cpu_ms_per_turn": {"api": 3.4, "embedding": 13.1, "client": 0.4},
+        }
+
+    lines = _locomo_lines(
+        {
+            "model": "e5-small-v2",
+            "all": split(92.4),
+            "batched": {"batch": 25, "all": split(107.3)},
+            "goals": {"turns_per_s_at_least": 100, "p95_ms_at_most": 30},
+        },
+        {},
+    )
+    text = "\n".join(lines)
+    assert "| all | 10 | 0.7 | 0.8 | 17.0 / 27.0 | 92.4 |" in text
+    assert "loaded 25 turns a request" in text
+    assert "| all | 0.8 | 17.0 / 27.0 | 107.3 | 3.4 / 13.1 / 0.4 |" in text
+    assert "≥ 100 turns/s" in text

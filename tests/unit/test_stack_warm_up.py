@@ -37,7 +37,11 @@ def test_waiting_for_the_warm_up_joins_each_load_and_gives_up_at_the_deadline() 
 def test_the_embedded_stack_has_its_models_loaded_once_warm(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    for name in ("MEMVAULT_EMBEDDING_MODEL", "MEMVAULT_EMBEDDING_MODEL_ZH", "MEMVAULT_EMBED_WORKER"):
+    for name in (
+        "MEMVAULT_EMBEDDING_MODEL",
+        "MEMVAULT_EMBEDDING_MODEL_ZH",
+        "MEMVAULT_EMBED_WORKER",
+    ):
         monkeypatch.delenv(name, raising=False)
     monkeypatch.setenv("MEMVAULT_EMBEDDING_MODEL_ZH", "none")
     local = stack._on_embedded_store(StackOptions(), tmp_path, "http://127.0.0.1:1", io.StringIO())
