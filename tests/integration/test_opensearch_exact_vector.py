@@ -130,3 +130,13 @@ def test_loopback_endpoints_are_local() -> None:
     assert adapter.is_loopback("http://127.0.0.1:9200")
     assert adapter.is_loopback("http://localhost:9200")
     assert not adapter.is_loopback("https://search-x.eu-west-1.es.amazonaws.com")
+
+
+def test_an_index_is_made_with_the_tight_merge_policy(index: OpenSearchIndex) -> None:
+    """Fewer segments per tier than Lucene's default: a recall's exact scoring works segment
+    by segment, and at 100,000 memories it took half the time on a third of the segments
+    (``MERGE_POLICY``'s note). The node holds the setting as it was asked."""
+    (name,) = index.alias_target()
+    held = index.client.indices.get_settings(index=name)[name]["settings"]["index"]["merge"]
+    assert held["policy"] == {k: str(v) for k, v in adapter.MERGE_POLICY.items()}
+    assert float(held["policy"]["segments_per_tier"]) < 10  # Lucene's default
