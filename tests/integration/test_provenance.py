@@ -115,6 +115,42 @@ def test_an_agent_cannot_mark_its_own_inference_active_over_an_active_memory(
     assert held.version == 1 and held.source.type is SourceType.USER_STATEMENT
 
 
+def test_an_agents_rewrite_of_a_confirmed_inference_is_not_confirmed_by_it(
+    service: MemoryService,
+) -> None:
+    """Found by the stateful governance test: a person confirmed an agent's inference, and
+    the agent then rewrote its content. The rewrite kept the source (model_inferred, as
+    before), so it counted as already confirmed and went in active: new content no person
+    had seen replaced the confirmed fact. Rewritten content is a new inference, a
+    candidate, which may not replace an active memory."""
+    guess = service.write(AGENT, "u-1", a_write(source=_source("model_inferred", None))).memory
+    confirmed = service.correct(
+        USER, "u-1", guess.memory_id, MemoryPatch(expected_version=1, status="active")
+    )
+    assert confirmed.status is MemoryStatus.ACTIVE
+
+    with pytest.raises(ProvenanceNotAllowed) as refused:
+        service.correct(
+            AGENT,
+            "u-1",
+            confirmed.memory_id,
+            MemoryPatch(expected_version=2, content="Prefers English for internal documents"),
+        )
+    assert refused.value.details["action"] == "supersede_active"
+    current = service.get(USER, "u-1", confirmed.memory_id)
+    assert (current.version, current.content) == (2, confirmed.content)
+    # The person who confirmed it may still rewrite it, and a change that keeps the
+    # content (its lifetime) stays confirmed.
+    kept = service.correct(
+        AGENT, "u-1", confirmed.memory_id, MemoryPatch(expected_version=2, ttl_seconds=3600)
+    )
+    assert kept.status is MemoryStatus.ACTIVE
+    rewritten = service.correct(
+        USER, "u-1", kept.memory_id, MemoryPatch(expected_version=3, content="Prefers tea")
+    )
+    assert rewritten.status is MemoryStatus.ACTIVE
+
+
 def test_an_agents_unconfirmed_edit_may_not_replace_the_users_memory(
     service: MemoryService,
 ) -> None:

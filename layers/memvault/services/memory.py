@@ -684,7 +684,7 @@ class MemoryService:
         self._check_read_version(chain, patch.expected_version)
         content_changed = patch.content is not None and patch.content != current.content
         source = provenance.corrected_source(ctx, current.source, patch.source, content_changed)
-        decision, consent = self._judge_correction(ctx, current, patch, source)
+        decision, consent = self._judge_correction(ctx, current, patch, source, content_changed)
         provenance.check_supersede(
             ctx,
             (current.status, current.source.type),
@@ -736,12 +736,18 @@ class MemoryService:
 
     @staticmethod
     def _judge_correction(
-        ctx: AccessContext, current: Memory, patch: MemoryPatch, source: Source
+        ctx: AccessContext,
+        current: Memory,
+        patch: MemoryPatch,
+        source: Source,
+        content_changed: bool,
     ) -> tuple[write_policy.Decision, bool]:
         """The policy's decision on the corrected memory, and its consent: a confirmation
         (a candidate or an inference turned active) is a person's, and a change of class
-        or readers is checked against the caller's right to make it."""
-        kept = source == current.source
+        or readers is checked against the caller's right to make it. Content rewritten is
+        never what was confirmed, even under the same source: an agent's new inference over
+        a confirmed one is a candidate, which may not replace it."""
+        kept = source == current.source and not content_changed
         confirming = patch.status == "active" and not (
             kept and current.status is MemoryStatus.ACTIVE
         )
