@@ -204,3 +204,44 @@ def test_the_log_counts_refusals_without_content(caplog: pytest.LogCaptureFixtur
 
 def test_the_whole_scope_set_is_enough() -> None:
     assert batch(turn(1), who=claims(scope=ALL)).status == 200
+
+
+GITHUB_TOKEN = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
+SLACK_KEY = "xoxb-598747174292-4741166773731-2080opxn7yftd8ng1ab91nq1"
+
+
+@pytest.mark.parametrize("path", [BASE, BATCH])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        # an unknown field named by a credential
+        lambda w: json.dumps({**w, GITHUB_TOKEN: 1}),
+        # a scope key that fails the key pattern, and is a credential
+        lambda w: json.dumps({**w, "scope": {"AKIAIOSFODNN7EXAMPLE": "w1"}}),
+        # a key given twice, a credential
+        lambda w: json.dumps(w)[:-1] + f', "{GITHUB_TOKEN}": 1, "{GITHUB_TOKEN}": 2}}',
+        # a scope key that is a credential the key pattern lets through
+        lambda w: json.dumps({**w, "scope": {SLACK_KEY: "w1"}}),
+        # a scope key that is a phone number, without consent
+        lambda w: json.dumps({**w, "consent": False, "scope": {"4155550199": "w1"}}),
+    ],
+    ids=["unknown field", "scope key pattern", "key twice", "scope key credential", "pii key"],
+)
+def test_a_refusal_never_repeats_a_credential_or_personal_data_used_as_a_name(
+    path: str, raw: Any
+) -> None:
+    """A fresh probe of the batch route: names the caller chose (an unknown field, a scope
+    key, a key given twice) came back in the refusal, credentials and phone numbers
+    included. The refusal now names them by their place."""
+    write = turn(1)
+    body = raw(write)
+    if path == BATCH:
+        body = '{"memories": [' + body + "]}"
+    answer = call("POST", path, claims(), raw_body=body)
+    shown = json.dumps(answer.body)
+    assert answer.status in (200, 422), shown
+    if path == BATCH and answer.status == 200:
+        assert answer.body["refused"] == 1
+    for held in (GITHUB_TOKEN, "AKIAIOSFODNN7EXAMPLE", SLACK_KEY[:12], "4155550199"):
+        assert held not in shown, shown
+    assert listed() == []

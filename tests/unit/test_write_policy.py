@@ -211,6 +211,26 @@ def test_a_scope_named_as_personal_data_is_personal_data() -> None:
     assert raised.value.details["fields"] == ["scope.date_of_birth"]
 
 
+SLACK_KEY = "xoxb-598747174292-4741166773731-2080opxn7yftd8ng1ab91nq1"
+
+
+def test_a_credential_as_a_scope_key_is_refused_without_repeating_it() -> None:
+    """A fresh probe: a Slack token used as a scope key was refused, and the refusal named
+    the field ``scope.xoxb-...``, so the answer repeated the credential."""
+    with pytest.raises(SecretDetected) as raised:
+        write_policy.evaluate(draft("a note", scope={"w": "1", SLACK_KEY: "w1"}))
+    fields = [f["field"] for f in raised.value.details["findings"]]
+    assert "scope.<key 1>" in fields
+    assert "xoxb" not in str(raised.value.details) and "xoxb" not in raised.value.message
+
+
+def test_personal_data_as_a_scope_key_is_named_by_its_place() -> None:
+    with pytest.raises(ConsentRequired) as raised:
+        write_policy.evaluate(draft("a note", scope={"4155550199": "w1"}, consent=False))
+    assert "4155550199" not in str(raised.value.details)
+    assert "scope.<key 0>" in raised.value.details["fields"]
+
+
 def test_a_visibility_role_is_scanned_for_credentials_and_refused_if_personal() -> None:
     """Probe 8: a GitHub token and an e-mail address were stored as agent roles."""
     token = "ghp_" + "Zq7vN2kLx9RtWb4M" * 2 + "Ab1x"

@@ -32,10 +32,19 @@ def _problem(error: dict[str, Any]) -> dict[str, str]:
             "type": "json_invalid",
         }
     return {
-        "location": ".".join(str(p) for p in error.get("loc", ())),
+        "location": ".".join(_shown(p) for p in error.get("loc", ())),
         "problem": error.get("msg", ""),
         "type": error.get("type", ""),
     }
+
+
+def _shown(part: Any) -> str:
+    """A location's part: a field or key name is the caller's own, shown only when it
+    holds no credential and no personal data (``memvault.policy.echo``)."""
+    from memvault.policy.echo import echoable  # the scanners load with a refusal only
+
+    text = str(part)
+    return text if isinstance(part, int) or echoable(text) else "<name not shown>"
 
 
 def validation_response(errors: list[dict[str, Any]]) -> Response[Any]:

@@ -34,7 +34,11 @@ def _unique_pairs(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     obj: dict[str, Any] = {}
     for key, value in pairs:
         if key in obj:
-            raise _RepeatedKey(f"the key {json.dumps(key)[:80]} appears twice in one object")
+            from memvault.policy.echo import echoable  # the scanners load with a refusal only
+
+            # Named only when naming it repeats no credential or personal data.
+            named = json.dumps(key)[:80] if echoable(key) else "(not shown)"
+            raise _RepeatedKey(f"the key {named} appears twice in one object")
         obj[key] = value
     return obj
 

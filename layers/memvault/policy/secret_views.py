@@ -61,7 +61,7 @@ _VALUE_KEYS = (
 _PLAIN_KEY = re.compile(r"[\w\- .$@]{1,40}")
 
 
-def _segment(key: str, index: int) -> str:
+def shown_key(key: str, index: int) -> str:
     """A key as the field names show it: findings name their field, never a secret, and a
     key may be one (``{"token=ghp_...": 1}``); such a key is shown by its position."""
     if _PLAIN_KEY.fullmatch(key) and not looks_random(key, min_length=12):
@@ -100,7 +100,7 @@ def _walk(
         for index, (key, item) in enumerate(value.items()):
             name = str(key)
             out.append((f"{path} (key)", name))
-            where = f"{path}.{_segment(name, index)}"
+            where = f"{path}.{shown_key(name, index)}"
             if note is not None and isinstance(item, str) and "EXAMPLE" in item:
                 # A scanner's finding its verdict calls documentation's example: read with it.
                 out.append((where, f"{_label((*names, name))}: {item} ({note})"))

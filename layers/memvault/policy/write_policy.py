@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
 from memvault.config import Settings
+from memvault.policy.echo import echoable
 from memvault.policy.pii import PiiFinding, find_pii, find_structured_pii, personal_id_findings
 from memvault.policy.secrets import find_secrets
 from memvault_wire.errors import ConsentRequired, SecretDetected, ValidationFailed
@@ -50,12 +51,22 @@ def _text_fields(draft: Draft) -> list[tuple[str, str]]:
     if draft.canonical_key:
         fields.append(("canonical_key", draft.canonical_key))
     fields += [(f"tags[{i}]", tag) for i, tag in enumerate(draft.tags)]
-    fields += [(f"scope.{key}", f"{key}: {value}") for key, value in draft.scope.items()]
+    fields += [
+        (_scope_field(key, i), f"{key}: {value}")
+        for i, (key, value) in enumerate(draft.scope.items())
+    ]
     if draft.source.ref:
         fields.append(("source.ref", draft.source.ref))
     if draft.source.thread:
         fields.append(("source.thread", draft.source.thread))
     return fields
+
+
+def _scope_field(key: str, index: int) -> str:
+    """A scope entry's field as a refusal names it: by its key, unless the key is or holds
+    what the refusal is about (a credential, personal data): then by its place, so that
+    the answer never repeats it."""
+    return f"scope.{key}" if echoable(key) else f"scope.<key {index}>"
 
 
 def evaluate(draft: Draft) -> Decision:
