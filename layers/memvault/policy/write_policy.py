@@ -51,10 +51,7 @@ def _text_fields(draft: Draft) -> list[tuple[str, str]]:
     if draft.canonical_key:
         fields.append(("canonical_key", draft.canonical_key))
     fields += [(f"tags[{i}]", tag) for i, tag in enumerate(draft.tags)]
-    fields += [
-        (_scope_field(key, i), f"{key}: {value}")
-        for i, (key, value) in enumerate(draft.scope.items())
-    ]
+    fields += [(f"scope.{key}", f"{key}: {value}") for key, value in draft.scope.items()]
     if draft.source.ref:
         fields.append(("source.ref", draft.source.ref))
     if draft.source.thread:
@@ -62,11 +59,15 @@ def _text_fields(draft: Draft) -> list[tuple[str, str]]:
     return fields
 
 
-def _scope_field(key: str, index: int) -> str:
-    """A scope entry's field as a refusal names it: by its key, unless the key is or holds
+def _shown(field: str, scope: dict[str, str]) -> str:
+    """A field as a refusal names it: a scope entry by its key, unless the key is or holds
     what the refusal is about (a credential, personal data): then by its place, so that
-    the answer never repeats it."""
-    return f"scope.{key}" if echoable(key) else f"scope.<key {index}>"
+    the answer never repeats it. Judged for the fields a refusal names only."""
+    keys = list(scope)
+    key = field.removeprefix("scope.")
+    if key == field or key not in keys or echoable(key):
+        return field
+    return f"scope.<key {keys.index(key)}>"
 
 
 def evaluate(draft: Draft) -> Decision:
@@ -86,7 +87,11 @@ def evaluate(draft: Draft) -> Decision:
         raise SecretDetected(
             "the memory contains what looks like a credential; remove it (store a reference "
             "to a secret manager instead) and write again",
-            {"findings": [{"field": s.field, "type": s.secret_type} for s in secrets]},
+            {
+                "findings": [
+                    {"field": _shown(s.field, draft.scope), "type": s.secret_type} for s in secrets
+                ]
+            },
         )
     _refuse_personal_roles(roles)
     pii = _unique(find_pii(fields) + find_structured_pii(draft.scope, "scope"))
@@ -96,7 +101,11 @@ def evaluate(draft: Draft) -> Decision:
             raise ConsentRequired(
                 "the memory contains personal data; it can be stored only with the subject's "
                 "consent (set consent: true once it is given)",
-                {"reason": "pii", "pii_types": list(pii_types), "fields": [p.field for p in pii]},
+                {
+                    "reason": "pii",
+                    "pii_types": list(pii_types),
+                    "fields": [_shown(p.field, draft.scope) for p in pii],
+                },
             )
         raise ConsentRequired(
             "long-term memory is kept only with the subject's consent; set consent: true once "
