@@ -1,7 +1,10 @@
 """The OpenSearch adapter's two vector searches agree: scoring every filtered document
 exactly (``script_score``, used up to ``EXACT_UP_TO`` documents under the filter) and
 walking the HNSW graph find the same neighbours with the same scores, under the same hard
-filters, on a real node."""
+filters, on a real node.
+
+Every embedder gives unit vectors (``embeddings.base``), and exact scoring relies on it
+(it takes the inner product for the cosine), so the documents here are unit vectors too."""
 
 from __future__ import annotations
 
@@ -32,11 +35,16 @@ def index() -> Iterator[OpenSearchIndex]:
     rng = random.Random(5)
     for n in range(90):
         tenant = "t-a" if n % 3 else "t-b"  # t-b shares subject ids with t-a
-        _put(idx, n, tenant, f"s-{n % 2}", [rng.gauss(0, 1) for _ in range(DIM)], n % 5 == 0)
+        _put(idx, n, tenant, f"s-{n % 2}", _unit([rng.gauss(0, 1) for _ in range(DIM)]), n % 5 == 0)
     idx.refresh()
     yield idx
     for name in idx.alias_target():
         client.indices.delete(index=name, ignore_unavailable=True)
+
+
+def _unit(vec: list[float]) -> list[float]:
+    norm = sum(x * x for x in vec) ** 0.5
+    return [x / norm for x in vec]
 
 
 def _put(
@@ -70,9 +78,11 @@ def _flt(tenant: str = "t-a", subject: str = "s-1") -> SearchFilter:
     )
 
 
-def _vector_hits(idx: OpenSearchIndex, body: dict[str, Any], tenant: str) -> list[Any]:
+def _vector_hits(
+    idx: OpenSearchIndex, body: dict[str, Any], tenant: str, *, exact: bool = False
+) -> list[Any]:
     out = idx.client.msearch(body=[{"index": idx.alias, "routing": tenant}, body])
-    return [adapter._hit(h) for h in out["responses"][0]["hits"]["hits"]]
+    return [adapter._hit(h, exact=exact) for h in out["responses"][0]["hits"]["hits"]]
 
 
 def test_exact_and_graph_find_the_same_neighbours_with_the_same_scores(
@@ -81,7 +91,8 @@ def test_exact_and_graph_find_the_same_neighbours_with_the_same_scores(
     rng = random.Random(11)
     for _ in range(5):
         query = [rng.gauss(0, 1) for _ in range(DIM)]
-        exact = _vector_hits(index, adapter.vector_query(_flt(), query, 10, exact=True), "t-a")
+        body = adapter.vector_query(_flt(), query, 10, exact=True)
+        exact = _vector_hits(index, body, "t-a", exact=True)
         graph = _vector_hits(index, adapter.vector_query(_flt(), query, 10), "t-a")
         assert [h.chain_id for h in exact] == [h.chain_id for h in graph]
         for e, g in zip(exact, graph, strict=True):
@@ -140,3 +151,43 @@ def test_an_index_is_made_with_the_tight_merge_policy(index: OpenSearchIndex) ->
     held = index.client.indices.get_settings(index=name)[name]["settings"]["index"]["merge"]
     assert held["policy"] == {k: str(v) for k, v in adapter.MERGE_POLICY.items()}
     assert float(held["policy"]["segments_per_tier"]) < 10  # Lucene's default
+
+
+def test_an_index_keeps_each_subject_together_and_searches_segments_side_by_side(
+    index: OpenSearchIndex,
+) -> None:
+    """Index sorting by (tenant, subject) and concurrent segment search, the two settings
+    that cut exact scoring's time at 100,000 memories (``INDEX_SORT`` and
+    ``CONCURRENT_SEARCH``'s notes). The node holds both as they were asked."""
+    (name,) = index.alias_target()
+    held = index.client.indices.get_settings(index=name)[name]["settings"]["index"]
+    assert held["sort"]["field"] == ["tenant_id", "subject_id"]
+    assert held["search"]["concurrent_segment_search"]["mode"] == "all"
+
+
+def test_exact_scores_are_cosines_on_the_graphs_scale(index: OpenSearchIndex) -> None:
+    """The inner product the exact search takes, brought to (1 + cosine) / 2: a stored
+    vector scores 1 against itself and 0 against its opposite, and a query given at any
+    length ranks and scores as its unit vector does."""
+    doc = index.get("t-a", "chn_1")
+    assert doc is not None
+    stored = doc[1]["embedding"]
+    own = _vector_hits(
+        index, adapter.vector_query(_flt(), stored, 1, exact=True), "t-a", exact=True
+    )
+    assert own[0].chain_id == "chn_1"
+    assert own[0].score == pytest.approx(1.0, abs=1e-5)
+    longer = [3.0 * x for x in stored]
+    scaled = _vector_hits(
+        index, adapter.vector_query(_flt(), longer, 5, exact=True), "t-a", exact=True
+    )
+    assert scaled[0].chain_id == "chn_1"
+    assert scaled[0].score == pytest.approx(1.0, abs=1e-5)
+    opposite = _vector_hits(
+        index,
+        adapter.vector_query(_flt(), [-x for x in stored], 90, exact=True),
+        "t-a",
+        exact=True,
+    )
+    assert opposite[-1].chain_id == "chn_1"
+    assert opposite[-1].score == pytest.approx(0.0, abs=1e-5)
