@@ -647,6 +647,7 @@ def _measure_scale(
         3,
     )
     _log(f"{target:,} embedded alone, p95 / floor: {row['embedded_alone_p95_ratio_to_floor']}")
+    row["mem0_concurrent_ms"] = _mem0_concurrent(views, queries, url, tag, target)
     row["recall_ms"] = {name: _stats(t) for name, t in took.items()}
     row["recall_end_to_end_ms"] = {"memvault-embedded": _stats(e2e)}
     row["recall_samples_ms"] = {n: [round(x, 2) for x in t] for n, t in took.items()}
@@ -689,6 +690,42 @@ def _measure_scale(
     }
     out["scales"].append(row)
     return target
+
+
+def _mem0_concurrent(
+    views: dict[str, Any], queries: list[str], url: str, tag: str, target: int
+) -> dict[str, Any]:
+    """Mem0 given the index setting memvault makes its own indexes with (concurrent segment
+    search, ``search.opensearch.CONCURRENT_SEARCH``), timed in a round robin of its own
+    with memvault on OpenSearch, then set back. Mem0 makes its index without it; this
+    says how much of the gap between them is that one setting."""
+    names = _indices(url, f"peer-{tag}-mem0")
+
+    def mode(value: str) -> None:
+        for name in names:
+            _put_settings(url, name, {"index.search.concurrent_segment_search.mode": value})
+
+    mode("all")
+    try:
+        pair = {name: views[name] for name in ("memvault-opensearch", "mem0-opensearch")}
+        took, _ = _timed_round_robin(pair, queries, random.Random(target + 1), QUERIES)
+    finally:
+        mode("auto")
+    out: dict[str, Any] = {name: _stats(t) for name, t in took.items()}
+    out["p95_ratio"] = round(out["memvault-opensearch"]["p95"] / out["mem0-opensearch"]["p95"], 3)
+    _log(f"{target:,} with Mem0's index searching segments side by side: {out['p95_ratio']}")
+    return out
+
+
+def _put_settings(url: str, index: str, settings: dict[str, Any]) -> None:
+    request = urllib.request.Request(  # noqa: S310 (the local node)
+        f"{url}/{index}/_settings",
+        data=json.dumps(settings).encode(),
+        method="PUT",
+        headers={"Content-Type": "application/json"},
+    )
+    with urllib.request.urlopen(request, timeout=60) as raw:  # noqa: S310
+        raw.read()
 
 
 def scale_inputs() -> tuple[list[str], CachedEmbedder]:

@@ -464,6 +464,26 @@ def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
                 f"| {row['memories']:,} | {_ms(row['recall_ms']['memvault-opensearch-vector'])} "
                 f"| {row['p95_ratio_to_mem0']['memvault-opensearch-vector']} |"
             )
+    concurrent = [row for row in ps["scales"] if row.get("mem0_concurrent_ms")]
+    if concurrent:
+        lines += [
+            "",
+            "memvault makes its indexes with concurrent segment search "
+            "(`index.search.concurrent_segment_search.mode: all`); Mem0 makes its own "
+            "without it. The same setting given to Mem0's index, both systems timed in a "
+            "round robin of their own after the ones above, then the setting taken back; "
+            "ms p50 / p95 / p99:",
+            "",
+            "| memories | memvault, OpenSearch | Mem0, OpenSearch, concurrent segment search "
+            "| p95 ratio |",
+            "|---|---|---|---|",
+        ]
+        for row in concurrent:
+            c = row["mem0_concurrent_ms"]
+            lines.append(
+                f"| {row['memories']:,} | {_ms(c['memvault-opensearch'])} "
+                f"| {_ms(c['mem0-opensearch'])} | {c['p95_ratio']} |"
+            )
     for key in ("error", "freshness_error"):
         if ps.get(key):
             lines += ["", f"**Stopped early**: {ps[key]}"]
