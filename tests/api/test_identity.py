@@ -185,6 +185,27 @@ def test_bad_tokens_are_unauthorized(verifier: TokenVerifier, issuer: Issuer, ma
         verifier.verify(token)
 
 
+SAYS = {
+    "garbage": "it is not a signed JWT",
+    "signed by another key": "its signature does not match",
+    "wrong audience": "its audience (aud) is not this service's",
+    "wrong issuer": "its issuer (iss) is not the one this service trusts",
+    "no expiry": "it has no 'exp' claim",
+}
+
+
+@pytest.mark.parametrize("name", SAYS)
+def test_a_bad_token_is_told_what_is_wrong_with_it(
+    verifier: TokenVerifier, issuer: Issuer, name: str
+) -> None:
+    """A fresh probe: a malformed token was answered 'the token is not valid: DecodeError',
+    a library's class name rather than what to fix."""
+    with pytest.raises(Unauthorized) as raised:
+        verifier.verify(BAD[name](issuer))  # type: ignore[operator]
+    assert SAYS[name] in raised.value.message
+    assert "Error" not in raised.value.message
+
+
 def test_the_authorizer_allows_with_the_verified_claims_as_context(
     verifier: TokenVerifier, issuer: Issuer
 ) -> None:

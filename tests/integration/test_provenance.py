@@ -39,6 +39,7 @@ def test_an_agent_may_not_claim_a_persons_confirmation(
         service.write(AGENT, "u-1", a_write(source=_source(claimed)))
     details = _refused(raised)
     assert details["caller"] == "agent" and details["source_type"] == claimed
+    assert raised.value.message.startswith(f"an agent token may not claim source type '{claimed}'")
     assert details["allowed"] == ["model_inferred", "tool_result", "user_statement"]
     assert service.list_memories(USER, "u-1").items == []  # nothing was stored
 
@@ -63,6 +64,7 @@ def test_the_user_may_confirm_but_only_a_reviewer_may_claim_human_review(
             a_write(request_id="r-2", canonical_key="k2", source=_source("human_review")),
         )
     assert _refused(raised)["caller"] == "user"
+    assert raised.value.message.startswith("a user token may not claim")
     reviewed = service.write(
         REVIEWER,
         "u-1",

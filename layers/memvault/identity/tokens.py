@@ -134,7 +134,7 @@ class TokenVerifier:
         except jwt.ExpiredSignatureError:
             raise Unauthorized("the token has expired; get a new one") from None
         except jwt.InvalidTokenError as err:
-            raise Unauthorized(f"the token is not valid: {type(err).__name__}") from None
+            raise Unauthorized(f"the token is not valid: {_why(err)}") from None
         lifetime = _number(payload.get("exp")) - _number(payload.get("iat"))
         if lifetime > self.max_lifetime:
             raise Unauthorized(
@@ -214,3 +214,20 @@ def bearer_token(header: str | None) -> str:
     if scheme.lower() != "bearer" or not token.strip():
         raise Unauthorized("send the token as 'Authorization: Bearer <JWT>'")
     return token.strip()
+
+
+def _why(err: Exception) -> str:
+    """What is wrong with a token, in words a caller can act on (no claim values)."""
+    if isinstance(err, jwt.MissingRequiredClaimError):
+        return f"it has no '{err.claim}' claim"
+    reasons: tuple[tuple[type[Exception], str], ...] = (
+        (jwt.InvalidAudienceError, "its audience (aud) is not this service's"),
+        (jwt.InvalidIssuerError, "its issuer (iss) is not the one this service trusts"),
+        (jwt.ImmatureSignatureError, "it is not valid yet (iat or nbf is in the future)"),
+        (jwt.InvalidSignatureError, "its signature does not match this service's signing key"),
+        (jwt.DecodeError, "it is not a signed JWT (header.payload.signature, base64url)"),
+    )
+    for kind, reason in reasons:
+        if isinstance(err, kind):
+            return reason
+    return "it failed verification; get a new one from your token issuer"

@@ -68,13 +68,19 @@ def caller_kind(ctx: AccessContext) -> Caller:
     return Caller.USER
 
 
+def _article(word: str) -> str:
+    """The article for a caller kind (agent, user, reviewer): "a user", "an agent"."""
+    return "an" if word[:1] in "aeio" else "a"
+
+
 def check_claim(ctx: AccessContext, source: Source) -> None:
     """Refuse a source the caller's identity does not allow it to claim."""
     kind = caller_kind(ctx)
     if source.type not in _MAY_CLAIM[kind]:
         allowed = sorted(t.value for t in _MAY_CLAIM[kind])
         raise ProvenanceNotAllowed(
-            f"a {kind.value} token may not claim source type '{source.type.value}'; "
+            f"{_article(kind.value)} {kind.value} token may not claim source type "
+            f"'{source.type.value}'; "
             f"it may claim {', '.join(allowed)}",
             {"source_type": source.type.value, "caller": kind.value, "allowed": allowed},
         )
