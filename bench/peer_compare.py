@@ -45,6 +45,7 @@ from peers import (
     Mem0System,
     MemvaultSystem,
     ModeView,
+    _opensearch,
     balanced_orders,
     temp_home,
 )
@@ -703,7 +704,12 @@ def _mem0_concurrent(
 
     def mode(value: str) -> None:
         for name in names:
-            _put_settings(url, name, {"index.search.concurrent_segment_search.mode": value})
+            _opensearch(
+                url,
+                "PUT",
+                f"/{name}/_settings",
+                {"index.search.concurrent_segment_search.mode": value},
+            )
 
     mode("all")
     try:
@@ -715,17 +721,6 @@ def _mem0_concurrent(
     out["p95_ratio"] = round(out["memvault-opensearch"]["p95"] / out["mem0-opensearch"]["p95"], 3)
     _log(f"{target:,} with Mem0's index searching segments side by side: {out['p95_ratio']}")
     return out
-
-
-def _put_settings(url: str, index: str, settings: dict[str, Any]) -> None:
-    request = urllib.request.Request(  # noqa: S310 (the local node)
-        f"{url}/{index}/_settings",
-        data=json.dumps(settings).encode(),
-        method="PUT",
-        headers={"Content-Type": "application/json"},
-    )
-    with urllib.request.urlopen(request, timeout=60) as raw:  # noqa: S310
-        raw.read()
 
 
 def scale_inputs() -> tuple[list[str], CachedEmbedder]:

@@ -198,7 +198,7 @@ def vector_query(
     The graph scores (1 + cosine) / 2. Exact scoring takes the inner product, which for
     the unit vectors every embedder gives (``embeddings.base``) is the cosine, in a
     quarter less time than the script's cosine (which also computes both norms for
-    every document); its scores are brought to the graph's scale by :func:`hit_score`.
+    every document); its scores are brought to the graph's scale by :func:`exact_score`.
     The query vector is made unit length here, so that a caller's rounding cannot
     change the ranking."""
     if exact:
