@@ -282,6 +282,7 @@ class HttpView:
         from memvault_local.devkeys import DevKey
         from memvault_local.threads import make_resolver_thread_safe
 
+        self.system = system
         deps.use(system.services)
         make_resolver_thread_safe()
         self.key = DevKey.load_or_create(system.home)
@@ -302,7 +303,9 @@ class HttpView:
             token = self.key.mint(
                 tenant=tenant, subject=subject, ttl=86_000
             )  # this stack's longest lifetime: a day
-            self._clients[subject] = _TimedClient(ApiClient(self.url, token), self.server)
+            self._clients[subject] = _TimedClient(
+                ApiClient(self.url, token), self.server, self.system.services.stores.traces
+            )
         return self._clients[subject]
 
     def close(self) -> None:
@@ -394,17 +397,19 @@ class _SettlingServer(ThreadedWSGIServer):
 class _TimedClient:
     """An HTTP client whose answers carry the round trip as ``Server-Timing``'s total, so
     the same timing loop reads end-to-end figures. After each answer it waits, untimed,
-    until the server has finished the request off."""
+    until the server has finished the request off and its trace is written."""
 
-    def __init__(self, client: Any, server: _SettlingServer) -> None:
+    def __init__(self, client: Any, server: _SettlingServer, traces: Any) -> None:
         self.client = client
         self.server = server
+        self.traces = traces
 
     def call(self, method: str, path: str, *, body: Any = None) -> Answer:
         started = time.perf_counter()
         got = self.client.call(method, path, body=body)
         took = (time.perf_counter() - started) * 1000
         self.server.wait_settled()
+        self.traces.flush()  # a recall's trace, committed after the answer
         return Answer(got.status, got.body, {"Server-Timing": f"total;dur={took:.2f}"})
 
 
@@ -452,6 +457,9 @@ class _MemvaultClient:
                     self.ctx, subject, RecallRequest.model_validate(body)
                 )
                 total = round((time.perf_counter() - started) * 1000, 2)
+                # The trace is committed off the request path; wait for it, untimed, so
+                # that its commit lands in no other system's (or the floor's) next call.
+                self.system.services.stores.traces.flush()
                 return Answer(
                     200,
                     {

@@ -7,11 +7,14 @@ synthetic memories (seeded text, seeded random unit vectors; 10 subjects of one 
 and the evaluation set's real memories among them so that queries return items (each
 returned item is one served link of the trace). Two ``RecallService`` objects share the
 store, the index and the embedder and differ only in ``Settings.tracing``: on, a recall
-also writes its trace and served links (one SQLite transaction after the answer is
-built); off, it writes nothing. Each query is recalled by both, back to back, the order
-alternating from one query to the next, so that a noisy moment of the shared machine and
-the second call's warmer caches fall on both alike. Timed around the whole service call,
-the query's real MiniLM embedding included, as ``peer_scale`` times it. No OpenSearch.
+also records its trace and served links (handed to the store's trace writer, which
+commits them on its own thread: ``memvault.storage.sqlite.deferred``); off, it records
+nothing. After every call, untimed, the benchmark waits for the trace writer, so that one
+call's commit never lands in the next call's time. Each query is recalled by both, back
+to back, the order alternating from one query to the next, so that a noisy moment of the
+shared machine and the second call's warmer caches fall on both alike. Timed around the
+whole service call, the query's real MiniLM embedding included, as ``peer_scale`` times
+it. No OpenSearch.
 """
 
 from __future__ import annotations
@@ -95,10 +98,12 @@ def _timed(
         system.ctx(TENANT, subject), subject, RecallRequest(query=query, limit=10)
     )
     took = (time.perf_counter() - started) * 1000
+    system.services.stores.traces.flush()
     return took, len(result.items), result.recall_id
 
 
 def _trace_rows(system: MemvaultSystem) -> dict[str, int]:
+    system.services.stores.traces.flush()
     database = system.services.stores.database
     conn = sqlite3.connect(database.path)
     try:

@@ -55,9 +55,12 @@ def recall(rig: RecallRig, query: str, **kw: Any) -> Any:
 
 
 def stored_trace_text(rig: RecallRig) -> str:
-    """Every trace and audit record the store holds, as text."""
+    """Every trace and audit record the store holds, as text (the embedded store's
+    deferred trace writes flushed first: a check for absence must not pass on a trace
+    still in flight)."""
     database = rig.services.stores.database
     if database is not None:
+        rig.services.stores.traces.flush()
         conn = sqlite3.connect(database.path)
         rows = [
             *conn.execute("SELECT * FROM trace_items").fetchall(),
@@ -215,6 +218,19 @@ def test_deleting_a_memory_removes_its_served_links(rig: RecallRig) -> None:
     assert trace.state == "deleted" and trace.deletion is not None
     deleted = next(e for e in trace.events if e.action == "memory.delete")
     assert deleted.detail == {"prompted_by": served.recall_id}
+
+
+def test_a_delete_right_after_a_recall_leaves_no_served_link(rig: RecallRig) -> None:
+    """Nothing reads the recall's trace between the recall and the delete: on the embedded
+    store the trace may still be on its way to the file when the delete's traces step
+    runs, and that step must cover it."""
+    m = write(rig, "Keeps the garden tidy on weekends")
+    rig.sync()
+    served = recall(rig, "garden tidy")
+    assert [i.memory.memory_id for i in served.items] == [m.memory_id]
+    job = rig.services.memory.delete(ctx(), "u-1", m.memory_id)
+    assert next(c for c in job.copies if c.name == "traces").status is CopyState.DONE
+    assert rig.services.stores.traces.served("acme", "u-1", m.chain_id, rig.clock.now()) == []
 
 
 def test_a_deleted_memorys_trail_shows_only_to_a_reader_of_everything(rig: RecallRig) -> None:

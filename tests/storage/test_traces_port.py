@@ -6,6 +6,9 @@
   DynamoDB needs as well (its TTL deletes lazily, up to days late).
 - ``sqlite``: ``SqliteTraceStore`` on a file under ``tmp_path``; its ``sweep_expired``
   plays DynamoDB TTL.
+- ``sqlite-deferred``: the same, writing recall traces on its own thread, as the local
+  stack does: every read and delete here follows a record at once, so each test also
+  shows that the store reads its own deferred writes.
 """
 
 from __future__ import annotations
@@ -29,14 +32,14 @@ NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(days=30)
 
 
-@pytest.fixture(params=STORES)
+@pytest.fixture(params=[*STORES, "sqlite-deferred"])
 def store(request: pytest.FixtureRequest) -> Iterator[TraceStore]:
     if request.param == "dynamodb":
         db: Dynamo = request.getfixturevalue("dynamo")
         yield DynamoTraceStore(db)
     else:
         database: Database = request.getfixturevalue("database")
-        yield SqliteTraceStore(database)
+        yield SqliteTraceStore(database, deferred=request.param == "sqlite-deferred")
 
 
 def _trace(recall_id: str, at: datetime = NOW, **kw: Any) -> RecallTrace:

@@ -83,7 +83,8 @@ def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     sessions = SqliteSessionStore(database)
     runs = SqliteRunStore(database, reference_artifact=sqlite_artifacts.add_reference)
     artifacts = SqliteArtifactStore(database)
-    traces = SqliteTraceStore(database)
+    # Recall traces are written off the request path (``SqliteTraceStore``'s docstring).
+    traces = SqliteTraceStore(database, deferred=True)
     return Stores(
         memory=memory,
         sessions=sessions,

@@ -100,6 +100,9 @@ class DynamoTraceStore:
         doomed = [(pk, i["sk"]) for i in self.db.query_all(TABLE, pk, "") if i["at"] <= cutoff]
         return self.db.delete_many(TABLE, doomed)
 
+    def flush(self, tenant_id: str | None = None, subject_id: str | None = None) -> None:
+        """Nothing to wait for: ``record_recall`` writes before it returns."""
+
     def forget_chain(self, tenant_id: str, subject_id: str, chain_id: str) -> int:
         pk = ti.traces_pk(tenant_id, subject_id)
         doomed = [(pk, i["sk"]) for i in self.db.query_all(TABLE, pk, ti.served_prefix(chain_id))]

@@ -23,7 +23,15 @@ from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 class TraceStore(Protocol):
     def record_recall(self, trace: RecallTrace) -> None:
         """The trace and one served link per returned item: one batch, not atomic (a
-        lost link makes "last use" older, never wrong about content)."""
+        lost link makes "last use" older, never wrong about content). An adapter may
+        write it after returning (the embedded store does); its own reads and deletes
+        then wait for it."""
+        ...
+
+    def flush(self, tenant_id: str | None = None, subject_id: str | None = None) -> None:
+        """Wait until the traces recorded so far (the subject's, given one) are written:
+        for a reader outside the store (a benchmark, a test reading the file). A no-op
+        where ``record_recall`` writes before it returns."""
         ...
 
     def recall(

@@ -107,6 +107,7 @@ class Database:
         #: the busy timeout.
         self._writer = threading.Lock()
         self._closed = False
+        self._before_close: list[Callable[[], None]] = []
         self.migrate(migrations)
 
     # ------------------------------------------------------------------ connections
@@ -153,7 +154,15 @@ class Database:
             if not keep:
                 conn.close()
 
+    def before_close(self, hook: Callable[[], None]) -> None:
+        """Run ``hook`` when the store is closed, while it can still be written (a deferred
+        writer's last batch)."""
+        self._before_close.append(hook)
+
     def close(self) -> None:
+        hooks, self._before_close = self._before_close, []
+        for hook in hooks:
+            hook()
         with self._lock:
             self._closed = True
             idle, self._idle = self._idle, []

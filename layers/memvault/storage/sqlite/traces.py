@@ -1,10 +1,17 @@
 """``TraceStore`` on SQLite: one table mirroring the DynamoDB items (tenant, subject,
 sort key), the record as JSON, and ``ttl`` (epoch seconds) that ``sweep_expired`` plays
 DynamoDB TTL with; reads check ``expires_at`` themselves. A recall's trace and its
-served links are one transaction."""
+served links are one transaction.
+
+``deferred=True`` (the local stack's choice) writes recall traces on a thread of their own
+(``sqlite.deferred``), several recalls' in one transaction: a recall no longer waits for
+its trace's commit, nor behind a memory write holding the write lock. Every other method
+first waits for the traces recorded before it, so this store reads its own writes and a
+deletion covers every trace recorded before it."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
@@ -12,6 +19,7 @@ from memvault.clock import iso
 from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 from memvault.storage.codecs import traces as ti
 from memvault.storage.sqlite.db import Database, dumps, loads
+from memvault.storage.sqlite.deferred import DeferredWriter
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE trace_items (
@@ -32,8 +40,18 @@ _INSERT = "INSERT OR REPLACE INTO trace_items VALUES (?, ?, ?, ?, ?, ?, ?, ?)"
 
 
 class SqliteTraceStore:
-    def __init__(self, db: Database) -> None:
+    def __init__(self, db: Database, *, deferred: bool = False) -> None:
         self.db = db
+        self._deferred: DeferredWriter[RecallTrace] | None = None
+        if deferred:
+            self._deferred = DeferredWriter(self._write_recalls, name="memvault-traces")
+            db.before_close(self._deferred.close)
+
+    def flush(self, tenant_id: str | None = None, subject_id: str | None = None) -> None:
+        """Wait until the recall traces recorded so far are written (deferred mode): the
+        subject's, given one, or every one."""
+        if self._deferred is not None:
+            self._deferred.flush(None if tenant_id is None else (tenant_id, subject_id))
 
     def _put(self, rows: list[tuple[str, str, str, dict[str, Any], datetime]]) -> None:
         with self.db.write() as conn:
@@ -55,18 +73,30 @@ class SqliteTraceStore:
             )
 
     def record_recall(self, trace: RecallTrace) -> None:
-        t, s = trace.tenant_id, trace.subject_id
-        expires = iso(trace.expires_at)
-        rows = [(t, s, ti.recall_sk(trace.recall_id), ti.recall_item(trace), trace.expires_at)]
-        rows += [
-            (t, s, ti.served_sk(link), ti.link_item(link, expires), trace.expires_at)
-            for link in ti.links(trace)
-        ]
+        if self._deferred is not None:
+            self._deferred.submit(trace, key=(trace.tenant_id, trace.subject_id))
+        else:
+            self._write_recalls([trace])
+
+    def _write_recalls(self, traces: Sequence[RecallTrace]) -> None:
+        """Each trace and its served links, all in one transaction."""
+        rows: list[tuple[str, str, str, dict[str, Any], datetime]] = []
+        for trace in traces:
+            t, s = trace.tenant_id, trace.subject_id
+            expires = iso(trace.expires_at)
+            rows.append(
+                (t, s, ti.recall_sk(trace.recall_id), ti.recall_item(trace), trace.expires_at)
+            )
+            rows += [
+                (t, s, ti.served_sk(link), ti.link_item(link, expires), trace.expires_at)
+                for link in ti.links(trace)
+            ]
         self._put(rows)
 
     def recall(
         self, tenant_id: str, subject_id: str, recall_id: str, now: datetime
     ) -> RecallTrace | None:
+        self.flush(tenant_id, subject_id)
         with self.db.read() as conn:
             row = conn.execute(
                 "SELECT body FROM trace_items WHERE tenant_id = ? AND subject_id = ? "
@@ -87,6 +117,7 @@ class SqliteTraceStore:
         if limit is not None:
             query += " LIMIT ?"
             params += (limit,)
+        self.flush(tenant_id, subject_id)
         with self.db.read() as conn:
             return [loads(r["body"]) for r in conn.execute(query, params).fetchall()]
 
@@ -123,6 +154,7 @@ class SqliteTraceStore:
         return out[:limit]
 
     def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+        self.flush(tenant_id, subject_id)
         with self.db.write() as conn:
             cur = conn.execute(
                 "DELETE FROM trace_items WHERE tenant_id = ? AND subject_id = ? AND at <= ?",
@@ -131,6 +163,7 @@ class SqliteTraceStore:
             return int(cur.rowcount)
 
     def forget_chain(self, tenant_id: str, subject_id: str, chain_id: str) -> int:
+        self.flush(tenant_id, subject_id)
         with self.db.write() as conn:
             cur = conn.execute(
                 "DELETE FROM trace_items WHERE tenant_id = ? AND subject_id = ? "
@@ -141,6 +174,7 @@ class SqliteTraceStore:
 
     def sweep_expired(self, now_epoch: int) -> int:
         """Delete rows past their ttl (the local stand-in for DynamoDB TTL)."""
+        self.flush()
         with self.db.write() as conn:
             cur = conn.execute("DELETE FROM trace_items WHERE ttl < ?", (now_epoch,))
             return int(cur.rowcount)
