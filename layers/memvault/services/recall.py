@@ -508,18 +508,30 @@ class RecallService:
             # Emoji and punctuation alone: the models read nothing in them, yet a cosine
             # of such a query with any memory can pass the floor.
             return [(c, m) for c, m in valid if c.exact_key]
-        query_words = set(content_tokens(req.query))
-        coverage: dict[str, float] = {}
-        for c, m in valid:
-            held = set(content_tokens(f"{m.content} {m.canonical_key or ''} {' '.join(m.tags)}"))
-            share = len(query_words & held) / len(query_words) if query_words else 0.0
-            coverage[c.chain_id] = share if req.mode == "hybrid" else 0.0
+        query_words = set(content_tokens(req.query)) if req.mode == "hybrid" else set()
+        shares: dict[str, float] = {}
+
+        def coverage(c: _Candidate, m: Memory) -> float:
+            """The share of the query's words the memory holds (hybrid mode only),
+            tokenized on first need: most memories are kept, or the query passes, on
+            similarity alone."""
+            if not query_words:
+                return 0.0
+            share = shares.get(c.chain_id)
+            if share is None:
+                text = f"{m.content} {m.canonical_key or ''} {' '.join(m.tags)}"
+                share = len(query_words & set(content_tokens(text))) / len(query_words)
+                shares[c.chain_id] = share
+            return share
+
         floor = self.settings.recall_relevance_floor
         if floor is None:
             floor = self.tuning.floor_for(req.query)
         needed = self.settings.recall_keyword_coverage
         best = max((c.similarity for c, _ in valid if c.similarity is not None), default=-1.0)
-        if not self.tuning.passes(best, max(coverage.values(), default=0.0), floor, needed):
+        if best < floor and not self.tuning.passes(
+            best, max((coverage(c, m) for c, m in valid), default=0.0), floor, needed
+        ):
             return [(c, m) for c, m in valid if c.exact_key]
         margin = self.settings.recall_similarity_margin
         if margin is None:
@@ -530,14 +542,14 @@ class RecallService:
         margin_zh = self.tuning_zh.similarity_margin if self.tuning_zh is not None else 0.0
         kept = {
             c.chain_id
-            for c, _ in valid
+            for c, m in valid
             if c.exact_key
-            or coverage[c.chain_id] >= needed
             or (c.similarity is not None and c.similarity >= best - margin)
             or (
                 c.similarity_zh is not None
                 and c.similarity_zh >= max(best_zh - margin_zh, CHINESE_KEEP_FLOOR)
             )
+            or coverage(c, m) >= needed
         }
         # A turn next to a relevant turn is its context (the answer after the question),
         # however unlike the query its own words are.
