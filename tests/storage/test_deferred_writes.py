@@ -8,7 +8,7 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from datetime import UTC, datetime, timedelta
+from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,8 @@ from memvault.storage.sqlite.traces import SqliteTraceStore
 from memvault_wire.recall import RecallRequest, RecallResult
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
+from tests.support.traces import NOW, a_trace
 
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 WAIT = 10.0
 
 
@@ -211,24 +211,8 @@ def test_where_no_thread_can_start_records_are_written_inline(
 
 
 def _trace(recall_id: str, chain: str = "chn_a") -> RecallTrace:
-    return RecallTrace(
-        recall_id=recall_id,
-        tenant_id="t1",
-        subject_id="u1",
-        at=NOW,
-        expires_at=NOW + timedelta(days=30),
-        caller="agent:planner",
-        run_id=None,
-        task_id=None,
-        query_hash=None,
-        filters={},
-        candidates={"fused": 1},
-        dropped=(),
-        returned=(ServedItem("mem_a", chain, 1, 1),),
-        embedding_model="hashing@1",
-        index_version="memories--hashing",
-        timings={"total": 1.0},
-    )
+    """One served link, to ``chain``: the trace and its link are two rows."""
+    return a_trace(recall_id, returned=(ServedItem("mem_a", chain, 1, 1),))
 
 
 def test_closing_the_store_writes_the_pending_traces(tmp_path: Path) -> None:

@@ -15,20 +15,21 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import replace
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 import pytest
 
-from memvault.models.trace_records import DroppedCandidate, Feedback, RecallTrace, ServedItem
+from memvault.models.trace_records import Feedback, ServedItem
 from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.traces import DynamoTraceStore
 from memvault.storage.ports.traces import TraceStore
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.traces import SqliteTraceStore
 from tests.support.backends import STORES
+from tests.support.traces import NOW
+from tests.support.traces import a_trace as _trace
 
-NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 LATER = NOW + timedelta(days=30)
 
 
@@ -40,28 +41,6 @@ def store(request: pytest.FixtureRequest) -> Iterator[TraceStore]:
     else:
         database: Database = request.getfixturevalue("database")
         yield SqliteTraceStore(database, deferred=request.param == "sqlite-deferred")
-
-
-def _trace(recall_id: str, at: datetime = NOW, **kw: Any) -> RecallTrace:
-    base = RecallTrace(
-        recall_id=recall_id,
-        tenant_id="t1",
-        subject_id="u1",
-        at=at,
-        expires_at=at + timedelta(days=30),
-        caller="agent:planner",
-        run_id="run-1",
-        task_id=None,
-        query_hash="ab" * 16,
-        filters={"kinds": ["semantic"], "tags": 1, "max_sensitivity": "internal"},
-        candidates={"exact_key": 0, "keyword": 3, "vector": 4, "fused": 5},
-        dropped=(DroppedCandidate("chn_a", "mem_a", "deleted"),),
-        returned=(ServedItem("mem_b", "chn_b", 2, 1), ServedItem("mem_c", "chn_c", 1, 2)),
-        embedding_model="hashing@1",
-        index_version="memories--hashing",
-        timings={"embed": 1.5, "total": 3.25},
-    )
-    return replace(base, **kw)
 
 
 def _feedback(fid: str, at: datetime = NOW, chain_id: str = "chn_b", **kw: Any) -> Feedback:
