@@ -4,10 +4,12 @@ check on read (tests/storage/test_traces_port.py)."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import sqlite3
 import uuid
 from collections.abc import Iterator
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -204,6 +206,39 @@ def test_forgetting_a_subject_removes_their_traces_and_the_job_lists_the_copy(
     assert store.served("acme", "u-1", m.chain_id, now) == []
     assert store.feedback("acme", "u-1", now) == []
     assert served.recall_id not in stored_trace_text(rig)
+
+
+def test_a_recall_that_overlapped_a_forget_leaves_no_trace(rig: RecallRig) -> None:
+    """A recall judged under the epoch a forget retired, whose trace is stamped after the
+    forget was asked (it ran alongside it), is removed by the forget's purge too: its
+    trace records the epoch it was judged under, and the purge cuts by that epoch as well
+    as by time. (Here the overlapping trace is recorded by hand, after the forget.)"""
+    m = write(rig, "Walks the dog at seven")
+    rig.sync()
+    served = recall(rig, "walks the dog")
+    store = rig.services.stores.traces
+    first = store.recall("acme", "u-1", served.recall_id, rig.clock.now())
+    assert first is not None and first.subject_epoch == 0
+    assert [s.memory_id for s in first.returned] == [m.memory_id]
+    launcher = rig.services.memory.purge
+    rig.services.memory.purge = _NoPurge()  # the purge runs below, after the overlap
+    job = rig.services.memory.forget(ctx(), "u-1")
+    rig.services.memory.purge = launcher
+    overlap = dataclasses.replace(
+        first, recall_id="rcl_" + "0" * 32, at=job.requested_at + timedelta(seconds=1)
+    )
+    store.record_recall(overlap)
+    job = rig.services.purge.run("acme", job.deletion_id)
+    assert job.status is DeletionState.COMPLETED
+    later = job.requested_at + timedelta(seconds=2)
+    assert store.recall("acme", "u-1", overlap.recall_id, later) is None
+    assert store.served("acme", "u-1", m.chain_id, later) == []
+    again = write(rig, "Feeds the cat at eight")
+    rig.sync()
+    after = recall(rig, "feeds the cat")
+    trace = store.recall("acme", "u-1", after.recall_id, rig.clock.now())
+    assert [i.memory.memory_id for i in after.items] == [again.memory_id]
+    assert trace is not None and trace.subject_epoch == 1
 
 
 def test_deleting_a_memory_removes_its_served_links(rig: RecallRig) -> None:

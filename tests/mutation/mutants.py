@@ -670,8 +670,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="forget-leaves-recall-traces",
         path="layers/memvault/services/deletion.py",
-        original="            gone = self.traces.forget_subject(job.tenant_id, job.subject_id, "
-        "job.requested_at)\n",
+        original="            gone = self.traces.forget_subject(\n"
+        "                job.tenant_id, job.subject_id, job.requested_at, retired_epoch(job)\n"
+        "            )\n",
         replacement="            gone = 0\n",
         kill=(
             "tests/integration/test_traces.py"
@@ -680,6 +681,29 @@ MUTANTS: tuple[Mutant, ...] = (
             "::test_forgetting_a_subject_removes_their_traces_and_the_job_lists_the_copy[dynamodb]",
         ),
         description="a forgotten subject's recall traces and feedback outlive the forget",
+    ),
+    Mutant(
+        id="forget-keeps-overlapping-recall-traces",
+        path="layers/memvault/services/deletion.py",
+        original="job.tenant_id, job.subject_id, job.requested_at, retired_epoch(job)\n",
+        replacement="job.tenant_id, job.subject_id, job.requested_at, None\n",
+        kill=(
+            "tests/integration/test_traces.py"
+            "::test_a_recall_that_overlapped_a_forget_leaves_no_trace[dynamodb]",
+        ),
+        description="a recall that ran alongside a forget keeps its trace and served links "
+        "(fresh probe of stop 46, F1)",
+    ),
+    Mutant(
+        id="late-trace-of-a-retired-epoch-written",
+        path="layers/memvault/storage/sqlite/traces.py",
+        original="                if trace.subject_epoch < epochs[owner]:\n",
+        replacement="                if False:\n",
+        kill=(
+            "tests/storage/test_deferred_writes.py"
+            "::test_a_trace_judged_under_a_retired_epoch_is_not_written",
+        ),
+        description="a trace reaching the file after a forget retired its epoch is written",
     ),
     Mutant(
         id="recall-trace-hides-superseded-drops",

@@ -137,6 +137,28 @@ def test_forgetting_a_subject_removes_what_it_covered_only(store: TraceStore) ->
     assert store.forget_subject("t1", "u1", NOW) == 0  # idempotent
 
 
+def test_forgetting_a_subject_removes_every_recall_judged_under_its_epoch(
+    store: TraceStore,
+) -> None:
+    """A recall that overlapped the forget (made after it was asked, but judged under the
+    epoch it retired) may have served what it removes: its trace and links go too. One
+    judged under the next epoch stays, and so does one that recorded no epoch."""
+    after = NOW + timedelta(minutes=1)
+    store.record_recall(_trace("rcl_overlap", after, subject_epoch=0))
+    store.record_recall(_trace("rcl_next", after, subject_epoch=1))
+    store.record_recall(_trace("rcl_unknown", after))
+    store.record_recall(_trace("rcl_other", after, subject_id="u2", subject_epoch=0))
+    removed = store.forget_subject("t1", "u1", NOW, epoch=0)
+    assert removed == 1 + 2  # the overlapping recall's trace and its two links
+    assert store.recall("t1", "u1", "rcl_overlap", after) is None
+    assert store.recall("t1", "u1", "rcl_next", after) is not None
+    assert store.recall("t1", "u1", "rcl_unknown", after) is not None
+    assert store.recall("t1", "u2", "rcl_other", after) is not None
+    links = [x.recall_id for x in store.served("t1", "u1", "chn_b", after)]
+    assert sorted(links) == ["rcl_next", "rcl_unknown"]
+    assert store.served("t1", "u1", "chn_b", after)[0].subject_epoch in (1, None)
+
+
 def test_forgetting_a_chain_removes_its_links_and_feedback(store: TraceStore) -> None:
     store.record_recall(_trace("rcl_1"))
     store.add_feedback(_feedback("fb_1"))

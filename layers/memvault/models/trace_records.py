@@ -58,6 +58,10 @@ class RecallTrace:
     timings: Mapping[str, float] = field(default_factory=dict)
     #: ``context`` when working-memory assembly made the recall.
     origin: str = "recall"
+    #: The subject's epoch re-validation judged every candidate under (None when nothing
+    #: was read back). A forget of that epoch removes the trace whenever it was made: a
+    #: recall that overlapped the forget may have served what the forget removes.
+    subject_epoch: int | None = None
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,8 @@ class ServedLink:
     at: datetime
     run_id: str | None = None
     task_id: str | None = None
+    #: The recall's ``subject_epoch``.
+    subject_epoch: int | None = None
 
 
 @dataclass(frozen=True)

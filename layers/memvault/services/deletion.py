@@ -304,9 +304,11 @@ class RunsStep:
 
 class TracesStep:
     """Forgetting a subject removes their recall traces, served links and feedback made
-    by the time of the forget; deleting one memory removes its chain's served links and
-    the feedback about it. Recall traces that listed the chain keep its ids (never
-    content) until their own expiry: they record what another answer was built from."""
+    by the time of the forget, and the traces and links of every recall judged under the
+    epoch it retired, however late (one that overlapped the forget); deleting one memory
+    removes its chain's served links and the feedback about it. Recall traces that listed
+    the chain keep its ids (never content) until their own expiry: they record what
+    another answer was built from."""
 
     copy = "traces"
 
@@ -318,7 +320,9 @@ class TracesStep:
         if self.traces is None:
             return StepResult(CopyState.NOT_APPLICABLE, "no trace store is configured")
         if job.scope is DeletionScope.SUBJECT:
-            gone = self.traces.forget_subject(job.tenant_id, job.subject_id, job.requested_at)
+            gone = self.traces.forget_subject(
+                job.tenant_id, job.subject_id, job.requested_at, retired_epoch(job)
+            )
             return StepResult(CopyState.DONE, f"{gone} trace item(s) deleted", gone)
         if job.scope is DeletionScope.MEMORY:
             gone = self.traces.forget_chain(job.tenant_id, job.subject_id, job.target)

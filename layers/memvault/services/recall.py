@@ -145,7 +145,8 @@ class RecallService:
         searched = time.perf_counter()
         ordered = sorted(candidates.values(), key=lambda c: (-c.exact_key, -c.fused, c.chain_id))
         drops: list[DroppedCandidate] = []
-        valid, read_back = self._validated(ctx, subject_id, ordered, req, now, drops)
+        epochs: list[int] = []
+        valid, read_back = self._validated(ctx, subject_id, ordered, req, now, drops, epochs)
         self._add_context(valid)
         validated = time.perf_counter()
         allowed = len(valid)
@@ -175,6 +176,7 @@ class RecallService:
                 candidates=self._candidate_counts(found, candidates, hidden, read_back),
                 drops=[d for d in drops if d.chain_id not in hidden],
                 below_floor=allowed - len(valid),
+                subject_epoch=min(epochs, default=None),
             )
         return result
 
@@ -361,6 +363,7 @@ class RecallService:
         candidates: dict[str, int],
         drops: list[DroppedCandidate],
         below_floor: int,
+        subject_epoch: int | None,
     ) -> None:
         """The recall's trace, written once the answer is built: ids, counts, versions and
         timings only (never the query or any content). A trace that cannot be written
@@ -390,6 +393,7 @@ class RecallService:
             index_version=getattr(self.index, "name", None),
             timings=dict(result.timings),
             origin=origin,
+            subject_epoch=subject_epoch,
         )
         try:
             self.traces.record_recall(trace)
@@ -607,15 +611,17 @@ class RecallService:
         req: RecallRequest,
         now: datetime,
         drops: list[DroppedCandidate],
+        epochs: list[int],
     ) -> tuple[list[tuple[_Candidate, Memory]], int]:
         """The candidates the table allows, read back in batches from the best, and how
-        many of ``ordered`` were read back."""
+        many of ``ordered`` were read back; the subject's epoch each batch was judged
+        under is added to ``epochs``."""
         # Validate the best first; go deeper only when the table refused some of them.
         valid: list[tuple[_Candidate, Memory]] = []
         start, step = 0, req.limit + 2
         while start < len(ordered) and len(valid) < req.limit:
             valid += self._revalidate(
-                ctx, subject_id, ordered[start : start + step], req, now, drops
+                ctx, subject_id, ordered[start : start + step], req, now, drops, epochs
             )
             start += step
             step = max(step, 2 * (req.limit - len(valid)))
@@ -623,7 +629,9 @@ class RecallService:
         if start < min(window, len(ordered)) and self._conversational(valid):
             # Turns of a conversation: read back the rest of the context window, where the
             # neighbours of the best matches are.
-            valid += self._revalidate(ctx, subject_id, ordered[start:window], req, now, drops)
+            valid += self._revalidate(
+                ctx, subject_id, ordered[start:window], req, now, drops, epochs
+            )
             start = window
         return valid, min(start, len(ordered))
 
@@ -635,6 +643,7 @@ class RecallService:
         req: RecallRequest,
         now: datetime,
         drops: list[DroppedCandidate],
+        epochs: list[int],
     ) -> list[tuple[_Candidate, Memory]]:
         """Read every candidate's version from the table, in one batch with the subject's
         epoch, and keep it only if the table allows it now.
@@ -647,6 +656,7 @@ class RecallService:
         if not candidates:
             return []
         epoch, raw = self._read_back(ctx.tenant_id, subject_id, candidates)
+        epochs.append(epoch)
         kept: list[tuple[_Candidate, Memory]] = []
         seen: set[str] = set()
         for c in candidates:

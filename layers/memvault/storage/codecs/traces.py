@@ -36,6 +36,13 @@ def served_sk(link: ServedLink) -> str:
     return f"{served_prefix(link.chain_id)}{iso(link.at)}#{link.recall_id}"
 
 
+def judged_by(item: dict[str, Any], epoch: int | None) -> bool:
+    """Whether a stored trace or link comes from a recall judged under a subject epoch up
+    to ``epoch`` (never, when either is unknown)."""
+    held = item.get("subject_epoch")
+    return epoch is not None and held is not None and int(held) <= epoch
+
+
 def feedback_sk(fb: Feedback) -> str:
     return f"{FEEDBACK}{iso(fb.at)}#{fb.feedback_id}"
 
@@ -62,6 +69,7 @@ def recall_item(t: RecallTrace) -> dict[str, Any]:
         "index_version": t.index_version,
         "timings": {k: float(v) for k, v in t.timings.items()},
         "origin": t.origin,
+        "subject_epoch": t.subject_epoch,
     }
 
 
@@ -87,6 +95,7 @@ def recall_from(i: dict[str, Any]) -> RecallTrace:
         index_version=i.get("index_version"),
         timings={k: float(v) for k, v in (i.get("timings") or {}).items()},
         origin=i.get("origin", "recall"),
+        subject_epoch=i.get("subject_epoch"),
     )
 
 
@@ -101,6 +110,7 @@ def links(t: RecallTrace) -> list[ServedLink]:
             at=t.at,
             run_id=t.run_id,
             task_id=t.task_id,
+            subject_epoch=t.subject_epoch,
         )
         for s in t.returned
     ]
@@ -117,6 +127,7 @@ def link_item(link: ServedLink, expires_at: str) -> dict[str, Any]:
         "expires_at": expires_at,
         "run_id": link.run_id,
         "task_id": link.task_id,
+        "subject_epoch": link.subject_epoch,
     }
 
 
@@ -130,6 +141,7 @@ def link_from(i: dict[str, Any]) -> ServedLink:
         at=parse_iso(i["at"]),
         run_id=i.get("run_id"),
         task_id=i.get("task_id"),
+        subject_epoch=i.get("subject_epoch"),
     )
 
 

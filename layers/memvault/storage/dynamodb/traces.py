@@ -94,10 +94,16 @@ class DynamoTraceStore:
                 break
         return out[:limit]
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+    def forget_subject(
+        self, tenant_id: str, subject_id: str, before: datetime, epoch: int | None = None
+    ) -> int:
         pk = ti.traces_pk(tenant_id, subject_id)
         cutoff = iso(before)
-        doomed = [(pk, i["sk"]) for i in self.db.query_all(TABLE, pk, "") if i["at"] <= cutoff]
+        doomed = [
+            (pk, i["sk"])
+            for i in self.db.query_all(TABLE, pk, "")
+            if i["at"] <= cutoff or ti.judged_by(i, epoch)
+        ]
         return self.db.delete_many(TABLE, doomed)
 
     def flush(self, tenant_id: str | None = None, subject_id: str | None = None) -> None:

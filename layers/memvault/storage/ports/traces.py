@@ -58,8 +58,12 @@ class TraceStore(Protocol):
         """Newest first; only the chain's when ``chain_id`` is given."""
         ...
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
-        """Remove every trace, link and feedback of the subject made by ``before``."""
+    def forget_subject(
+        self, tenant_id: str, subject_id: str, before: datetime, epoch: int | None = None
+    ) -> int:
+        """Remove every trace, link and feedback of the subject made by ``before``, and
+        every trace and link of a recall judged under a subject epoch up to ``epoch`` (the
+        one the forget retired), made when it may: a recall that overlapped the forget."""
         ...
 
     def forget_chain(self, tenant_id: str, subject_id: str, chain_id: str) -> int:

@@ -866,6 +866,11 @@ def _epoch(conn: sqlite3.Connection, tenant_id: str, subject_id: str) -> int:
     return int(row["epoch"]) if row else 0
 
 
+#: The subject's current epoch, inside the caller's transaction: the trace store's
+#: deferred writes check it (``sqlite.traces``), as they share this file.
+subject_epoch = _epoch
+
+
 def _chain_row(
     conn: sqlite3.Connection, tenant_id: str, subject_id: str, chain_id: str
 ) -> Chain | None:

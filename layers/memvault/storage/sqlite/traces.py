@@ -11,6 +11,7 @@ deletion covers every trace recorded before it."""
 
 from __future__ import annotations
 
+import sqlite3
 from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
@@ -20,6 +21,7 @@ from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 from memvault.storage.codecs import traces as ti
 from memvault.storage.sqlite.db import Database, dumps, loads
 from memvault.storage.sqlite.deferred import DeferredWriter
+from memvault.storage.sqlite.memory import subject_epoch
 
 SCHEMA: tuple[str, ...] = (
     """CREATE TABLE trace_items (
@@ -55,6 +57,13 @@ class SqliteTraceStore:
 
     def _put(self, rows: list[tuple[str, str, str, dict[str, Any], datetime]]) -> None:
         with self.db.write() as conn:
+            self._insert(conn, rows)
+
+    @staticmethod
+    def _insert(
+        conn: sqlite3.Connection, rows: list[tuple[str, str, str, dict[str, Any], datetime]]
+    ) -> None:
+        if rows:
             conn.executemany(
                 _INSERT,
                 [
@@ -79,9 +88,25 @@ class SqliteTraceStore:
             self._write_recalls([trace])
 
     def _write_recalls(self, traces: Sequence[RecallTrace]) -> None:
-        """Each trace and its served links, all in one transaction."""
+        """Each trace and its served links, all in one transaction. A trace judged under a
+        subject epoch that a forget has retired since is not written: the forget's traces
+        step may have run already (this reads the memory store's epochs, in the same file
+        and transaction, so the forget's commit and this write are ordered)."""
+        with self.db.write() as conn:
+            self._insert(conn, self._rows(conn, traces))
+
+    def _rows(
+        self, conn: sqlite3.Connection, traces: Sequence[RecallTrace]
+    ) -> list[tuple[str, str, str, dict[str, Any], datetime]]:
+        epochs: dict[tuple[str, str], int] = {}
         rows: list[tuple[str, str, str, dict[str, Any], datetime]] = []
         for trace in traces:
+            owner = (trace.tenant_id, trace.subject_id)
+            if trace.subject_epoch is not None:
+                if owner not in epochs:
+                    epochs[owner] = subject_epoch(conn, *owner)
+                if trace.subject_epoch < epochs[owner]:
+                    continue
             t, s = trace.tenant_id, trace.subject_id
             expires = iso(trace.expires_at)
             rows.append(
@@ -91,7 +116,7 @@ class SqliteTraceStore:
                 (t, s, ti.served_sk(link), ti.link_item(link, expires), trace.expires_at)
                 for link in ti.links(trace)
             ]
-        self._put(rows)
+        return rows
 
     def recall(
         self, tenant_id: str, subject_id: str, recall_id: str, now: datetime
@@ -153,12 +178,15 @@ class SqliteTraceStore:
         out = [ti.feedback_from(i) for i in items if chain_id is None or i["chain_id"] == chain_id]
         return out[:limit]
 
-    def forget_subject(self, tenant_id: str, subject_id: str, before: datetime) -> int:
+    def forget_subject(
+        self, tenant_id: str, subject_id: str, before: datetime, epoch: int | None = None
+    ) -> int:
         self.flush(tenant_id, subject_id)
         with self.db.write() as conn:
             cur = conn.execute(
-                "DELETE FROM trace_items WHERE tenant_id = ? AND subject_id = ? AND at <= ?",
-                (tenant_id, subject_id, iso(before)),
+                "DELETE FROM trace_items WHERE tenant_id = ? AND subject_id = ? AND (at <= ? "
+                "OR json_extract(body, '$.subject_epoch') <= ?)",
+                (tenant_id, subject_id, iso(before), epoch),
             )
             return int(cur.rowcount)
 
