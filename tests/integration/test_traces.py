@@ -210,9 +210,10 @@ def test_forgetting_a_subject_removes_their_traces_and_the_job_lists_the_copy(
 
 def test_a_recall_that_overlapped_a_forget_leaves_no_trace(rig: RecallRig) -> None:
     """A recall judged under the epoch a forget retired, whose trace is stamped after the
-    forget was asked (it ran alongside it), is removed by the forget's purge too: its
-    trace records the epoch it was judged under, and the purge cuts by that epoch as well
-    as by time. (Here the overlapping trace is recorded by hand, after the forget.)"""
+    forget was asked (it ran alongside it), is removed by the forget's purge too, and so
+    is feedback given so: each records the epoch it was judged under, and the purge cuts
+    by that epoch as well as by time. (Here the overlapping records are stored by hand,
+    after the forget.)"""
     m = write(rig, "Walks the dog at seven")
     rig.sync()
     served = recall(rig, "walks the dog")
@@ -220,6 +221,13 @@ def test_a_recall_that_overlapped_a_forget_leaves_no_trace(rig: RecallRig) -> No
     first = store.recall("acme", "u-1", served.recall_id, rig.clock.now())
     assert first is not None and first.subject_epoch == 0
     assert [s.memory_id for s in first.returned] == [m.memory_id]
+    rig.services.traces.give_feedback(
+        ctx(),
+        "u-1",
+        FeedbackRequest(recall_id=served.recall_id, memory_id=m.memory_id, verdict="helpful"),
+    )
+    (given,) = store.feedback("acme", "u-1", rig.clock.now())
+    assert given.subject_epoch == 0
     launcher = rig.services.memory.purge
     rig.services.memory.purge = _NoPurge()  # the purge runs below, after the overlap
     job = rig.services.memory.forget(ctx(), "u-1")
@@ -228,11 +236,16 @@ def test_a_recall_that_overlapped_a_forget_leaves_no_trace(rig: RecallRig) -> No
         first, recall_id="rcl_" + "0" * 32, at=job.requested_at + timedelta(seconds=1)
     )
     store.record_recall(overlap)
+    late = dataclasses.replace(
+        given, feedback_id="fbk_" + "0" * 32, at=job.requested_at + timedelta(seconds=1)
+    )
+    store.add_feedback(late)
     job = rig.services.purge.run("acme", job.deletion_id)
     assert job.status is DeletionState.COMPLETED
     later = job.requested_at + timedelta(seconds=2)
     assert store.recall("acme", "u-1", overlap.recall_id, later) is None
     assert store.served("acme", "u-1", m.chain_id, later) == []
+    assert store.feedback("acme", "u-1", later) == []
     again = write(rig, "Feeds the cat at eight")
     rig.sync()
     after = recall(rig, "feeds the cat")

@@ -706,6 +706,18 @@ MUTANTS: tuple[Mutant, ...] = (
         description="a trace reaching the file after a forget retired its epoch is written",
     ),
     Mutant(
+        id="late-feedback-of-a-retired-epoch-written",
+        path="layers/memvault/storage/sqlite/traces.py",
+        original="                feedback.subject_epoch < subject_epoch(conn, *owner)\n",
+        replacement="                False\n",
+        kill=(
+            "tests/storage/test_deferred_writes.py"
+            "::test_a_trace_judged_under_a_retired_epoch_is_not_written",
+        ),
+        description="feedback reaching the file after a forget retired its epoch is written "
+        "(fresh probe of stop 46, N1)",
+    ),
+    Mutant(
         id="recall-trace-hides-superseded-drops",
         path="layers/memvault/services/recall.py",
         original="            drops.append("

@@ -148,8 +148,11 @@ def test_forgetting_a_subject_removes_every_recall_judged_under_its_epoch(
     store.record_recall(_trace("rcl_next", after, subject_epoch=1))
     store.record_recall(_trace("rcl_unknown", after))
     store.record_recall(_trace("rcl_other", after, subject_id="u2", subject_epoch=0))
+    store.add_feedback(_feedback("fb_overlap", after, subject_epoch=0))
+    store.add_feedback(_feedback("fb_next", after, subject_epoch=1))
     removed = store.forget_subject("t1", "u1", NOW, epoch=0)
-    assert removed == 1 + 2  # the overlapping recall's trace and its two links
+    assert removed == 1 + 2 + 1  # the overlapping recall's trace, its two links, feedback
+    assert [f.feedback_id for f in store.feedback("t1", "u1", after)] == ["fb_next"]
     assert store.recall("t1", "u1", "rcl_overlap", after) is None
     assert store.recall("t1", "u1", "rcl_next", after) is not None
     assert store.recall("t1", "u1", "rcl_unknown", after) is not None

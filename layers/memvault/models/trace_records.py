@@ -98,6 +98,9 @@ class Feedback:
     #: The version a correction sent with the feedback made, if any.
     correction_memory_id: str | None = None
     correction_version: int | None = None
+    #: The subject's epoch when the memory was judged readable: a forget of that epoch
+    #: removes the feedback whenever it was given.
+    subject_epoch: int | None = None
 
 
 def recall_trace_out(t: RecallTrace, readable: set[str] | None = None) -> RecallTraceOut:
@@ -105,6 +108,7 @@ def recall_trace_out(t: RecallTrace, readable: set[str] | None = None) -> Recall
     others are withheld (counted, never named)."""
     data = asdict(t)
     data.pop("tenant_id")
+    data.pop("subject_epoch")  # bookkeeping for the purge, not shown
     if readable is not None:
         data["returned"] = [r for r in data["returned"] if r["memory_id"] in readable]
         data["withheld"] = len(t.returned) - len(data["returned"])
@@ -117,6 +121,7 @@ def recall_trace_out(t: RecallTrace, readable: set[str] | None = None) -> Recall
 def feedback_out(f: Feedback) -> FeedbackOut:
     data = asdict(f)
     data.pop("tenant_id")
+    data.pop("subject_epoch")
     return FeedbackOut.model_validate(data)
 
 

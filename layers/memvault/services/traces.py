@@ -237,7 +237,8 @@ class TraceService:
         now = self.clock.now()
         # Only about what the caller may read now: otherwise the answer would tell a
         # token that cannot see the memory that it exists.
-        chain_id = self.memory.readable(ctx, subject_id, req.memory_id).chain_id
+        judged = self.memory.readable(ctx, subject_id, req.memory_id)
+        chain_id = judged.chain_id
         recall_id, version = self._served_version(t, subject_id, chain_id, req, now)
         feedback_id = self.ids.new_id("fbk")
         corrected = None
@@ -260,6 +261,7 @@ class TraceService:
             run_id=req.run_id,
             correction_memory_id=corrected.memory_id if corrected else None,
             correction_version=corrected.version if corrected else None,
+            subject_epoch=judged.subject_epoch,
         )
         self.traces.add_feedback(feedback)
         logger.info(

@@ -62,8 +62,8 @@ class TraceStore(Protocol):
         self, tenant_id: str, subject_id: str, before: datetime, epoch: int | None = None
     ) -> int:
         """Remove every trace, link and feedback of the subject made by ``before``, and
-        every trace and link of a recall judged under a subject epoch up to ``epoch`` (the
-        one the forget retired), made when it may: a recall that overlapped the forget."""
+        every one judged under a subject epoch up to ``epoch`` (the one the forget
+        retired), made when it may: a recall or feedback that overlapped the forget."""
         ...
 
     def forget_chain(self, tenant_id: str, subject_id: str, chain_id: str) -> int:

@@ -153,17 +153,16 @@ class SqliteTraceStore:
         return [ti.link_from(i) for i in items]
 
     def add_feedback(self, feedback: Feedback) -> None:
-        self._put(
-            [
-                (
-                    feedback.tenant_id,
-                    feedback.subject_id,
-                    ti.feedback_sk(feedback),
-                    ti.feedback_item(feedback),
-                    feedback.expires_at,
-                )
-            ]
-        )
+        """Not written when a forget has retired the epoch the feedback's memory was
+        judged readable under since (the forget's traces step may have run already)."""
+        owner = (feedback.tenant_id, feedback.subject_id)
+        with self.db.write() as conn:
+            if feedback.subject_epoch is not None and (
+                feedback.subject_epoch < subject_epoch(conn, *owner)
+            ):
+                return
+            item = ti.feedback_item(feedback)
+            self._insert(conn, [(*owner, ti.feedback_sk(feedback), item, feedback.expires_at)])
 
     def feedback(
         self,
