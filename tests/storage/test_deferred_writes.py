@@ -17,7 +17,7 @@ import pytest
 from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
-from memvault.models.trace_records import Feedback, RecallTrace, ServedItem
+from memvault.models.trace_records import RecallTrace, ServedItem
 from memvault.storage.sqlite import deferred
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.deferred import DeferredWriter
@@ -27,7 +27,7 @@ from memvault.storage.sqlite.traces import SqliteTraceStore
 from memvault_wire.recall import RecallRequest, RecallResult
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
-from tests.support.traces import NOW, a_trace
+from tests.support.traces import NOW, a_feedback, a_trace
 
 WAIT = 10.0
 
@@ -313,20 +313,7 @@ def test_a_trace_judged_under_a_retired_epoch_is_not_written(database: Database)
     assert store.recall("t1", "u1", "rcl_now", NOW) is not None
     # Feedback too: judged readable under epoch 0, it arrives after the forget.
     for fid, epoch in (("fb_late", 0), ("fb_now", 1)):
-        store.add_feedback(
-            Feedback(
-                feedback_id=fid,
-                tenant_id="t1",
-                subject_id="u1",
-                at=NOW,
-                expires_at=NOW + timedelta(days=30),
-                actor="user:u1",
-                verdict="wrong",
-                memory_id="mem_a",
-                chain_id="chn_a",
-                subject_epoch=epoch,
-            )
-        )
+        store.add_feedback(a_feedback(fid, subject_epoch=epoch))
     assert [f.feedback_id for f in store.feedback("t1", "u1", NOW)] == ["fb_now"]
 
 

@@ -14,13 +14,11 @@
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import replace
-from datetime import datetime, timedelta
-from typing import Any
+from datetime import timedelta
 
 import pytest
 
-from memvault.models.trace_records import Feedback, ServedItem
+from memvault.models.trace_records import ServedItem
 from memvault.storage.dynamodb.dynamo import Dynamo
 from memvault.storage.dynamodb.traces import DynamoTraceStore
 from memvault.storage.ports.traces import TraceStore
@@ -28,6 +26,7 @@ from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.traces import SqliteTraceStore
 from tests.support.backends import STORES
 from tests.support.traces import NOW
+from tests.support.traces import a_feedback as _feedback
 from tests.support.traces import a_trace as _trace
 
 LATER = NOW + timedelta(days=30)
@@ -41,25 +40,6 @@ def store(request: pytest.FixtureRequest) -> Iterator[TraceStore]:
     else:
         database: Database = request.getfixturevalue("database")
         yield SqliteTraceStore(database, deferred=request.param == "sqlite-deferred")
-
-
-def _feedback(fid: str, at: datetime = NOW, chain_id: str = "chn_b", **kw: Any) -> Feedback:
-    return replace(
-        Feedback(
-            feedback_id=fid,
-            tenant_id="t1",
-            subject_id="u1",
-            at=at,
-            expires_at=at + timedelta(days=30),
-            actor="user:u1",
-            verdict="wrong",
-            memory_id="mem_b",
-            chain_id=chain_id,
-            version=2,
-            recall_id="rcl_1",
-        ),
-        **kw,
-    )
 
 
 def test_a_recall_trace_reads_back_whole(store: TraceStore) -> None:

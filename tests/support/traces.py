@@ -1,4 +1,5 @@
-"""A recall trace to store in tests of the trace store (ids, counts and timings only)."""
+"""A recall trace and feedback to store in tests of the trace store (ids, counts and
+timings only)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,7 @@ from dataclasses import replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from memvault.models.trace_records import DroppedCandidate, RecallTrace, ServedItem
+from memvault.models.trace_records import DroppedCandidate, Feedback, RecallTrace, ServedItem
 
 NOW = datetime(2026, 1, 1, 12, 0, tzinfo=UTC)
 
@@ -33,3 +34,24 @@ def a_trace(recall_id: str, at: datetime = NOW, **kw: Any) -> RecallTrace:
         timings={"embed": 1.5, "total": 3.25},
     )
     return replace(base, **kw)
+
+
+def a_feedback(fid: str, at: datetime = NOW, chain_id: str = "chn_b", **kw: Any) -> Feedback:
+    """A ``wrong`` verdict on ``mem_b`` (version 2) that ``rcl_1`` served; ``kw`` replaces
+    any field."""
+    return replace(
+        Feedback(
+            feedback_id=fid,
+            tenant_id="t1",
+            subject_id="u1",
+            at=at,
+            expires_at=at + timedelta(days=30),
+            actor="user:u1",
+            verdict="wrong",
+            memory_id="mem_b",
+            chain_id=chain_id,
+            version=2,
+            recall_id="rcl_1",
+        ),
+        **kw,
+    )
