@@ -697,8 +697,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="late-trace-of-a-retired-epoch-written",
         path="layers/memvault/storage/sqlite/traces.py",
-        original="                if trace.subject_epoch < epochs[owner]:\n",
-        replacement="                if False:\n",
+        original="            if _retired(conn, owner, trace.subject_epoch, current):\n",
+        replacement="            if False:\n",
         kill=(
             "tests/storage/test_deferred_writes.py"
             "::test_a_trace_judged_under_a_retired_epoch_is_not_written",
@@ -708,8 +708,8 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="late-feedback-of-a-retired-epoch-written",
         path="layers/memvault/storage/sqlite/traces.py",
-        original="                feedback.subject_epoch < subject_epoch(conn, *owner)\n",
-        replacement="                False\n",
+        original="            if _retired(conn, owner, feedback.subject_epoch, {}):\n",
+        replacement="            if False:\n",
         kill=(
             "tests/storage/test_deferred_writes.py"
             "::test_a_trace_judged_under_a_retired_epoch_is_not_written",

@@ -304,8 +304,8 @@ class RunsStep:
 
 class TracesStep:
     """Forgetting a subject removes their recall traces, served links and feedback made
-    by the time of the forget, and the traces and links of every recall judged under the
-    epoch it retired, however late (one that overlapped the forget); deleting one memory
+    by the time of the forget, and every trace, link and feedback judged under the epoch
+    it retired, however late (one that overlapped the forget); deleting one memory
     removes its chain's served links and the feedback about it. Recall traces that listed
     the chain keep its ids (never content) until their own expiry: they record what
     another answer was built from."""

@@ -55,10 +55,6 @@ class SqliteTraceStore:
         if self._deferred is not None:
             self._deferred.flush(None if tenant_id is None else (tenant_id, subject_id))
 
-    def _put(self, rows: list[tuple[str, str, str, dict[str, Any], datetime]]) -> None:
-        with self.db.write() as conn:
-            self._insert(conn, rows)
-
     @staticmethod
     def _insert(
         conn: sqlite3.Connection, rows: list[tuple[str, str, str, dict[str, Any], datetime]]
@@ -95,19 +91,16 @@ class SqliteTraceStore:
         with self.db.write() as conn:
             self._insert(conn, self._rows(conn, traces))
 
+    @staticmethod
     def _rows(
-        self, conn: sqlite3.Connection, traces: Sequence[RecallTrace]
+        conn: sqlite3.Connection, traces: Sequence[RecallTrace]
     ) -> list[tuple[str, str, str, dict[str, Any], datetime]]:
-        epochs: dict[tuple[str, str], int] = {}
+        current: dict[tuple[str, str], int] = {}
         rows: list[tuple[str, str, str, dict[str, Any], datetime]] = []
         for trace in traces:
-            owner = (trace.tenant_id, trace.subject_id)
-            if trace.subject_epoch is not None:
-                if owner not in epochs:
-                    epochs[owner] = subject_epoch(conn, *owner)
-                if trace.subject_epoch < epochs[owner]:
-                    continue
-            t, s = trace.tenant_id, trace.subject_id
+            t, s = owner = (trace.tenant_id, trace.subject_id)
+            if _retired(conn, owner, trace.subject_epoch, current):
+                continue
             expires = iso(trace.expires_at)
             rows.append(
                 (t, s, ti.recall_sk(trace.recall_id), ti.recall_item(trace), trace.expires_at)
@@ -157,9 +150,7 @@ class SqliteTraceStore:
         judged readable under since (the forget's traces step may have run already)."""
         owner = (feedback.tenant_id, feedback.subject_id)
         with self.db.write() as conn:
-            if feedback.subject_epoch is not None and (
-                feedback.subject_epoch < subject_epoch(conn, *owner)
-            ):
+            if _retired(conn, owner, feedback.subject_epoch, {}):
                 return
             item = ti.feedback_item(feedback)
             self._insert(conn, [(*owner, ti.feedback_sk(feedback), item, feedback.expires_at)])
@@ -205,3 +196,18 @@ class SqliteTraceStore:
         with self.db.write() as conn:
             cur = conn.execute("DELETE FROM trace_items WHERE ttl < ?", (now_epoch,))
             return int(cur.rowcount)
+
+
+def _retired(
+    conn: sqlite3.Connection,
+    owner: tuple[str, str],
+    judged_under: int | None,
+    current: dict[tuple[str, str], int],
+) -> bool:
+    """Whether a forget has retired the subject epoch a record was judged under (read in
+    the caller's write transaction; ``current`` keeps each subject's epoch for a batch)."""
+    if judged_under is None:
+        return False
+    if owner not in current:
+        current[owner] = subject_epoch(conn, *owner)
+    return judged_under < current[owner]
