@@ -5,6 +5,7 @@ the intrinsic functions resolved, and each function's assets found in the cloud 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -177,7 +178,10 @@ def host_twin(asset: Path, inner: str = "python", log: Callable[[str], None] = p
     twin = TWINS / asset.name
     if twin.exists():
         return twin / inner if inner else twin
-    staging = twin.with_suffix(".partial")
+    # Staged under a name of this asset and this process: test processes running side by
+    # side (pytest-xdist) may build twins at once, of the same asset or of others. (An
+    # asset's name is ``asset.<hash>``: ``with_suffix`` would give every one the same.)
+    staging = TWINS / f"{asset.name}.partial-{os.getpid()}"
     shutil.rmtree(staging, ignore_errors=True)
     site = staging / inner if inner else staging
     shutil.copytree(asset / inner if inner else asset, site, symlinks=True)
@@ -199,7 +203,7 @@ def host_twin(asset: Path, inner: str = "python", log: Callable[[str], None] = p
         if "aarch64" in stray.name or "cpython-314" in stray.name:
             stray.unlink()
     if native:
-        native_dir = twin.with_suffix(".native")
+        native_dir = TWINS / f"{asset.name}.native-{os.getpid()}"
         shutil.rmtree(native_dir, ignore_errors=True)
         log(f"host twin of {asset.name}: {', '.join(native)} for this platform")
         subprocess.run(
@@ -220,5 +224,10 @@ def host_twin(asset: Path, inner: str = "python", log: Callable[[str], None] = p
         )
         shutil.copytree(native_dir, site, dirs_exist_ok=True, symlinks=True)
         shutil.rmtree(native_dir)
-    staging.rename(twin)
+    try:
+        staging.rename(twin)
+    except OSError:  # another process finished the same twin first: keep its copy
+        if not twin.exists():
+            raise
+        shutil.rmtree(staging, ignore_errors=True)
     return twin / inner if inner else twin
