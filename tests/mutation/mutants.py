@@ -700,8 +700,8 @@ MUTANTS: tuple[Mutant, ...] = (
         original="            if _retired(conn, owner, trace.subject_epoch, current):\n",
         replacement="            if False:\n",
         kill=(
-            "tests/storage/test_deferred_writes.py"
-            "::test_a_trace_judged_under_a_retired_epoch_is_not_written",
+            "tests/storage/test_traces_port.py"
+            "::test_a_record_judged_under_a_retired_epoch_is_not_kept[sqlite]",
         ),
         description="a trace reaching the file after a forget retired its epoch is written",
     ),
@@ -711,11 +711,23 @@ MUTANTS: tuple[Mutant, ...] = (
         original="            if _retired(conn, owner, feedback.subject_epoch, {}):\n",
         replacement="            if False:\n",
         kill=(
-            "tests/storage/test_deferred_writes.py"
-            "::test_a_trace_judged_under_a_retired_epoch_is_not_written",
+            "tests/storage/test_traces_port.py"
+            "::test_a_record_judged_under_a_retired_epoch_is_not_kept[sqlite]",
         ),
         description="feedback reaching the file after a forget retired its epoch is written "
         "(fresh probe of stop 46, N1)",
+    ),
+    Mutant(
+        id="late-trace-of-a-retired-epoch-kept-on-dynamodb",
+        path="layers/memvault/storage/dynamodb/traces.py",
+        original="        if subject is not None and int(subject[\"epoch\"]) > judged_under:\n",
+        replacement="        if False:\n",
+        kill=(
+            "tests/storage/test_traces_port.py"
+            "::test_a_record_judged_under_a_retired_epoch_is_not_kept[dynamodb]",
+        ),
+        description="on DynamoDB, a trace or feedback written after a forget retired its "
+        "epoch (and its purge's traces step ran) is kept",
     ),
     Mutant(
         id="recall-trace-hides-superseded-drops",

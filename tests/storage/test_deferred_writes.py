@@ -8,7 +8,6 @@ import logging
 import threading
 import uuid
 from collections.abc import Callable, Iterator, Sequence
-from dataclasses import replace
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
@@ -21,13 +20,12 @@ from memvault.models.trace_records import RecallTrace, ServedItem
 from memvault.storage.sqlite import deferred
 from memvault.storage.sqlite.db import Database
 from memvault.storage.sqlite.deferred import DeferredWriter
-from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.schema import MIGRATIONS
 from memvault.storage.sqlite.traces import SqliteTraceStore
 from memvault_wire.recall import RecallRequest, RecallResult
 from tests.support.harness import a_write, ctx
 from tests.support.recall import RecallRig, make_rig
-from tests.support.traces import NOW, a_feedback, a_trace
+from tests.support.traces import NOW, a_trace
 
 WAIT = 10.0
 
@@ -297,24 +295,6 @@ def test_another_subjects_read_does_not_wait(database: Database) -> None:
         assert not reader.is_alive(), "a read of u2 waited for u1's trace"
     finally:
         gate.set()
-
-
-def test_a_trace_judged_under_a_retired_epoch_is_not_written(database: Database) -> None:
-    """A recall judged under epoch 0 whose trace reaches the file after a forget retired
-    that epoch (the forget's traces step may have run already) is dropped, with its link;
-    one judged under the current epoch is written."""
-    store = SqliteTraceStore(database, deferred=True)
-    SqliteMemoryStore(database).raise_epoch("t1", "u1", 0, "del_1", NOW)  # forgotten: 1
-    late = a_trace("rcl_late", returned=(ServedItem("mem_a", "chn_gone", 1, 1),))
-    store.record_recall(replace(late, subject_epoch=0))
-    store.record_recall(a_trace("rcl_now", subject_epoch=1))
-    assert store.recall("t1", "u1", "rcl_late", NOW) is None
-    assert store.served("t1", "u1", "chn_gone", NOW) == []
-    assert store.recall("t1", "u1", "rcl_now", NOW) is not None
-    # Feedback too: judged readable under epoch 0, it arrives after the forget.
-    for fid, epoch in (("fb_late", 0), ("fb_now", 1)):
-        store.add_feedback(a_feedback(fid, subject_epoch=epoch))
-    assert [f.feedback_id for f in store.feedback("t1", "u1", NOW)] == ["fb_now"]
 
 
 @pytest.fixture

@@ -20,9 +20,11 @@ import pytest
 
 from memvault.models.trace_records import ServedItem
 from memvault.storage.dynamodb.dynamo import Dynamo
+from memvault.storage.dynamodb.memory import DynamoMemoryStore
 from memvault.storage.dynamodb.traces import DynamoTraceStore
 from memvault.storage.ports.traces import TraceStore
 from memvault.storage.sqlite.db import Database
+from memvault.storage.sqlite.memory import SqliteMemoryStore
 from memvault.storage.sqlite.traces import SqliteTraceStore
 from tests.support.backends import STORES
 from tests.support.traces import NOW
@@ -140,6 +142,38 @@ def test_forgetting_a_subject_removes_every_recall_judged_under_its_epoch(
     links = [x.recall_id for x in store.served("t1", "u1", "chn_b", after)]
     assert sorted(links) == ["rcl_next", "rcl_unknown"]
     assert store.served("t1", "u1", "chn_b", after)[0].subject_epoch in (1, None)
+
+
+def _forget(store: TraceStore, tenant_id: str, subject_id: str) -> None:
+    """Retire the subject's epoch 0 in the memory store beside ``store``, as a forget does."""
+    if isinstance(store, DynamoTraceStore):
+        DynamoMemoryStore(store.db).raise_epoch(tenant_id, subject_id, 0, "del_1", NOW)
+    else:
+        assert isinstance(store, SqliteTraceStore)
+        SqliteMemoryStore(store.db).raise_epoch(tenant_id, subject_id, 0, "del_1", NOW)
+
+
+def test_a_record_judged_under_a_retired_epoch_is_not_kept(store: TraceStore) -> None:
+    """A recall judged under epoch 0 whose trace is written after a forget retired that
+    epoch (the forget's traces step may have run already) is not kept, nor are its links
+    or feedback judged readable under that epoch; those judged under the current epoch,
+    or recording none, and another subject's, are kept. On DynamoDB the items are written,
+    then deleted once the subject's epoch is read back: moto serves both calls in order,
+    so this shows the outcome, not the interleaving with a purge running beside it."""
+    _forget(store, "t1", "u1")
+    late = _trace("rcl_late", returned=(ServedItem("mem_a", "chn_gone", 1, 1),), subject_epoch=0)
+    store.record_recall(late)
+    store.record_recall(_trace("rcl_now", subject_epoch=1))
+    store.record_recall(_trace("rcl_unknown"))
+    store.record_recall(_trace("rcl_other", subject_id="u2", subject_epoch=0))
+    for fid, epoch in (("fb_late", 0), ("fb_now", 1)):
+        store.add_feedback(_feedback(fid, subject_epoch=epoch))
+    assert store.recall("t1", "u1", "rcl_late", NOW) is None
+    assert store.served("t1", "u1", "chn_gone", NOW) == []
+    assert store.recall("t1", "u1", "rcl_now", NOW) is not None
+    assert store.recall("t1", "u1", "rcl_unknown", NOW) is not None
+    assert store.recall("t1", "u2", "rcl_other", NOW) is not None
+    assert [f.feedback_id for f in store.feedback("t1", "u1", NOW)] == ["fb_now"]
 
 
 def test_forgetting_a_chain_removes_its_links_and_feedback(store: TraceStore) -> None:

@@ -2,7 +2,15 @@
 ``<tenant>#~traces#<subject>`` (led by the tenant, so the pool mode's
 ``dynamodb:LeadingKeys`` condition confines them like every other item, with no table or
 grant of their own). Each item carries ``ttl``: DynamoDB expires it by itself (lazily, so
-reads check ``expires_at`` too)."""
+reads check ``expires_at`` too).
+
+A recall or feedback judged under a subject epoch is checked against the subject's epoch
+once written (a strongly consistent read of the memory table's subject record): if a
+forget retired that epoch meanwhile, its purge's traces step may have run already, so the
+items just written are deleted again. The forget retires the epoch before its purge
+starts, so a record written after the traces step always sees the retired epoch. (A
+transaction with the epoch as a ``ConditionCheck`` would hold at most 99 items, and a
+recall of 100 writes 101.)"""
 
 from __future__ import annotations
 
@@ -12,6 +20,7 @@ from typing import Any
 from memvault.clock import iso
 from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 from memvault.storage.codecs import traces as ti
+from memvault.storage.dynamodb import keys
 from memvault.storage.dynamodb.dynamo import Dynamo
 
 TABLE = "audit"
@@ -37,6 +46,19 @@ class DynamoTraceStore:
             for link in ti.links(trace)
         ]
         self.db.put_many(TABLE, items)
+        self._unless_retired(trace.tenant_id, trace.subject_id, trace.subject_epoch, items)
+
+    def _unless_retired(
+        self, tenant_id: str, subject_id: str, judged_under: int | None, items: list[dict[str, Any]]
+    ) -> None:
+        """Delete ``items``, just written, if a forget has retired ``judged_under``."""
+        if judged_under is None:
+            return
+        subject = self.db.get(
+            "memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK
+        )
+        if subject is not None and int(subject["epoch"]) > judged_under:
+            self.db.delete_many(TABLE, [(i["pk"], i["sk"]) for i in items])
 
     def recall(
         self, tenant_id: str, subject_id: str, recall_id: str, now: datetime
@@ -59,14 +81,15 @@ class DynamoTraceStore:
         return [ti.link_from(i) for i in items if i["expires_at"] > iso(now)]
 
     def add_feedback(self, feedback: Feedback) -> None:
-        self.db.put(
-            TABLE,
-            {
-                "pk": ti.traces_pk(feedback.tenant_id, feedback.subject_id),
-                "sk": ti.feedback_sk(feedback),
-                "ttl": _ttl(feedback.expires_at),
-                **ti.feedback_item(feedback),
-            },
+        item = {
+            "pk": ti.traces_pk(feedback.tenant_id, feedback.subject_id),
+            "sk": ti.feedback_sk(feedback),
+            "ttl": _ttl(feedback.expires_at),
+            **ti.feedback_item(feedback),
+        }
+        self.db.put(TABLE, item)
+        self._unless_retired(
+            feedback.tenant_id, feedback.subject_id, feedback.subject_epoch, [item]
         )
 
     def feedback(
