@@ -52,6 +52,26 @@ def test_a_body_that_is_not_declared_json_is_a_415(api: Any, content_type: str) 
 
 
 @pytest.mark.parametrize(
+    "content_type",
+    [
+        "text/plain",
+        "application/xml",
+        "application/x-www-form-urlencoded",
+        "application/json",
+        None,
+    ],
+)
+@pytest.mark.parametrize("path", [MEMORIES, "/v1/subjects/u-1/recall"])
+def test_an_empty_body_is_a_422_whatever_its_media_type(
+    api: Any, path: str, content_type: str | None
+) -> None:
+    """An empty body has no media type to refuse: it is a missing body (a fresh probe of
+    stop 47 found ``text/plain`` with no body answering 500)."""
+    answer = _send("POST", path, "", content_type)
+    assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+
+
+@pytest.mark.parametrize(
     "content_type", ["APPLICATION/JSON", "Application/Json; charset=UTF-8", None]
 )
 def test_json_is_json_whatever_the_case_of_its_media_type(

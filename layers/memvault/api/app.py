@@ -177,9 +177,8 @@ def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
     """Every body this API takes is JSON. Another declared media type is a 415 here
     (Powertools raised on several: 500s); none declared is read as JSON, as Powertools
     does. The media type's case is normalised (RFC 9110: it is case-insensitive, and
-    ``APPLICATION/JSON`` used to fail)."""
-    if not event.get("body"):
-        return None
+    ``APPLICATION/JSON`` used to fail). An empty body has no media type to refuse: it is
+    read as missing JSON (``text/plain`` with no body used to end in Powertools' 500)."""
     found = [
         (where, name)
         for where in ("headers", "multiValueHeaders")
@@ -189,7 +188,7 @@ def _not_json(event: dict[str, Any]) -> dict[str, Any] | None:
     headers = event.get("headers") or {}
     value = next((headers[n] for w, n in found if w == "headers"), "")
     media = str(value).split(";", 1)[0].strip().lower()
-    if media not in ("", "application/json"):
+    if event.get("body") and media not in ("", "application/json"):
         return _refusal(
             MediaTypeNotAllowed(
                 "send the request body as JSON, with Content-Type: application/json",
