@@ -207,6 +207,56 @@ def test_malformed_feedback_is_422_and_stores_nothing(
     assert mt["current_version"] == 1 and mt["feedback"] == []
 
 
+def test_a_feedback_note_is_kept_and_shown(rig: RecallRig, served: dict[str, str]) -> None:
+    """API.md's optional note: stored with the feedback, shown in the list and the memory's
+    trace (a fresh probe of stop 47 found it refused as an unknown field)."""
+    body = {
+        "recall_id": served["recall_id"],
+        "memory_id": served["memory_id"],
+        "verdict": "outdated",
+        "note": "the planning meeting moved to Fridays last month",
+    }
+    given = call("POST", f"{S1}/feedback", claims(), body)
+    assert given.status == 201, given.body
+    assert given.body["note"] == body["note"]
+    listed = call("GET", f"{S1}/feedback", claims()).body["items"]
+    assert [f["note"] for f in listed] == [body["note"]]
+    mt = call("GET", f"{S1}/memories/{served['memory_id']}/trace", claims()).body
+    assert [f["note"] for f in mt["feedback"]] == [body["note"]]
+    # Without a note the field is null.
+    plain = {k: v for k, v in body.items() if k != "note"}
+    assert call("POST", f"{S1}/feedback", claims(), plain).body["note"] is None
+
+
+@pytest.mark.parametrize(
+    ("note", "status", "code"),
+    [
+        ("she is allergic to peanuts", 422, "validation_failed"),
+        ("reach her at jane.doe@example.com", 422, "validation_failed"),
+        ("token ghp_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q7r8", 422, "secret_detected"),
+        ("", 422, "validation_failed"),
+        ("x" * 501, 422, "validation_failed"),
+    ],
+)
+def test_a_feedback_note_with_personal_data_or_a_credential_is_refused(
+    rig: RecallRig, served: dict[str, str], note: str, status: int, code: str
+) -> None:
+    """A note is shown to every reader of the subject's feedback, whatever their ceiling,
+    and is not classified: personal data and credentials are refused, nothing stored, and
+    the refusal never echoes the note."""
+    body = {
+        "recall_id": served["recall_id"],
+        "memory_id": served["memory_id"],
+        "verdict": "wrong",
+        "note": note,
+    }
+    answer = call("POST", f"{S1}/feedback", claims(), body)
+    error = refused(answer, status, code)
+    if len(note) > 12:
+        assert note[-12:] not in str(error), error
+    assert call("GET", f"{S1}/feedback", claims()).body["items"] == []
+
+
 def test_feedback_about_a_memory_the_recall_did_not_return_is_refused(
     rig: RecallRig, served: dict[str, str]
 ) -> None:

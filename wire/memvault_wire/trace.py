@@ -11,6 +11,8 @@ from memvault_wire.memory import MemoryPatch
 
 Verdict = Literal["wrong", "outdated", "irrelevant", "helpful"]
 RECALL_ID = r"^rcl_[0-9a-f]{32}$"
+#: The longest feedback note: a reason, not a second memory.
+MAX_NOTE_CHARS = 500
 NAME = r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$"
 
 
@@ -23,6 +25,10 @@ class FeedbackRequest(BaseModel):
     run_id: str | None = Field(default=None, pattern=NAME)
     memory_id: str = Field(pattern=r"^mem_[0-9a-f]{32}$")
     verdict: Verdict
+    #: Why, in a few words ("moved to Berlin in May"). Shown to every reader of the
+    #: subject's feedback, so it may hold no personal data or credential (422): what the
+    #: memory should say goes in ``correction``, which is classified like any write.
+    note: str | None = Field(default=None, min_length=1, max_length=MAX_NOTE_CHARS)
     #: A correction of the memory, applied by compare-and-set like ``PATCH``; it names
     #: this feedback as what prompted it.
     correction: MemoryPatch | None = None
@@ -100,6 +106,7 @@ class FeedbackOut(BaseModel):
     run_id: str | None
     correction_memory_id: str | None
     correction_version: int | None
+    note: str | None = None
 
 
 class FeedbackListOut(BaseModel):

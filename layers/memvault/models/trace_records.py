@@ -98,6 +98,8 @@ class Feedback:
     #: The version a correction sent with the feedback made, if any.
     correction_memory_id: str | None = None
     correction_version: int | None = None
+    #: The caller's reason, as sent (checked for personal data and credentials).
+    note: str | None = None
     #: The subject's epoch when the memory was judged readable: a forget of that epoch
     #: removes the feedback whenever it was given.
     subject_epoch: int | None = None

@@ -20,6 +20,8 @@ from memvault.models.trace_records import (
     served_by_out,
 )
 from memvault.observability import logger
+from memvault.policy.pii import find_pii
+from memvault.policy.secrets import refuse_secrets
 from memvault.services.memory import MemoryService
 from memvault.storage.ports.memory import Chain, MemoryRecords
 from memvault.storage.ports.traces import TraceStore
@@ -233,6 +235,7 @@ class TraceService:
         this feedback as its cause. Nothing is stored when the correction is refused."""
         ctx.require(Scope.MEMORY_WRITE)
         ctx.require_subject(subject_id)
+        _check_note(req.note)
         t = ctx.tenant_id
         now = self.clock.now()
         # Only about what the caller may read now: otherwise the answer would tell a
@@ -261,6 +264,7 @@ class TraceService:
             run_id=req.run_id,
             correction_memory_id=corrected.memory_id if corrected else None,
             correction_version=corrected.version if corrected else None,
+            note=req.note,
             subject_epoch=judged.subject_epoch,
         )
         self.traces.add_feedback(feedback)
@@ -303,3 +307,20 @@ class TraceService:
         if not links:
             raise NotFound("no recall for this run returned that memory", {"run_id": req.run_id})
         return links[0].recall_id, links[0].version
+
+
+def _check_note(note: str | None) -> None:
+    """A feedback note is shown to every reader of the subject's feedback, whatever their
+    sensitivity ceiling: it may hold no credential (``secret_detected``) and no personal
+    data (422; what the memory should say goes in the correction, which is classified)."""
+    if note is None:
+        return
+    refuse_secrets([("note", note)], "the feedback note")
+    found = find_pii([("note", note)])
+    if found:
+        raise ValidationFailed(
+            "the feedback note holds personal data; notes are shown to every reader of the "
+            "subject's feedback and are not classified, so say why without it (send what the "
+            "memory should say as the correction)",
+            {"field": "note", "reason": "pii", "pii_types": sorted({f.pii_type for f in found})},
+        )

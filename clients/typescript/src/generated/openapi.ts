@@ -285,7 +285,7 @@ export interface paths {
         put?: never;
         /**
          * Feedback on a memory a recall served, optionally with its correction (scope memory:write)
-         * @description Names the recall_id (or the run_id) and the memory; verdict wrong, outdated, irrelevant or helpful. A correction is applied by compare-and-set at its expected_version, as PATCH does, and records this feedback as what prompted it.
+         * @description Names the recall_id (or the run_id) and the memory; verdict wrong, outdated, irrelevant or helpful. A correction is applied by compare-and-set at its expected_version, as PATCH does, and records this feedback as what prompted it. An optional note (up to 500 characters) says why; it is shown to every reader of the subject's feedback, so one holding personal data or a credential is refused (422).
          */
         post: operations["give_feedback_v1_subjects__subject_id__feedback_post"];
         delete?: never;
@@ -909,6 +909,8 @@ export interface components {
             feedback_id: string;
             /** Memory Id */
             memory_id: string;
+            /** Note */
+            note?: string | null;
             /** Recall Id */
             recall_id: string | null;
             /** Run Id */
@@ -928,6 +930,8 @@ export interface components {
             correction?: components["schemas"]["MemoryPatch"] | null;
             /** Memory Id */
             memory_id: string;
+            /** Note */
+            note?: string | null;
             /** Recall Id */
             recall_id?: string | null;
             /** Run Id */

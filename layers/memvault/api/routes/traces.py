@@ -62,7 +62,9 @@ def get_memory_trace(subject_id: SubjectPath, memory_id: MemoryPath) -> MemoryTr
     "(scope memory:write)",
     description="Names the recall_id (or the run_id) and the memory; verdict wrong, "
     "outdated, irrelevant or helpful. A correction is applied by compare-and-set at its "
-    "expected_version, as PATCH does, and records this feedback as what prompted it.",
+    "expected_version, as PATCH does, and records this feedback as what prompted it. An "
+    "optional note (up to 500 characters) says why; it is shown to every reader of the "
+    "subject's feedback, so one holding personal data or a credential is refused (422).",
     responses=documented(201, FeedbackOut, 403, 404, 409),
     tags=TAGS,
 )

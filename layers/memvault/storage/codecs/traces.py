@@ -161,6 +161,7 @@ def feedback_item(fb: Feedback) -> dict[str, Any]:
         "run_id": fb.run_id,
         "correction_memory_id": fb.correction_memory_id,
         "correction_version": fb.correction_version,
+        "note": fb.note,
         "subject_epoch": fb.subject_epoch,
     }
 
@@ -183,5 +184,6 @@ def feedback_from(i: dict[str, Any]) -> Feedback:
         correction_version=None
         if i.get("correction_version") is None
         else int(i["correction_version"]),
+        note=i.get("note"),
         subject_epoch=i.get("subject_epoch"),
     )
