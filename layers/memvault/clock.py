@@ -13,8 +13,12 @@ class Clock(Protocol):
 
 
 class SystemClock:
+    """UTC, to the millisecond that stored times keep (``iso``): what a write answers is
+    what a later read gives back."""
+
     def now(self) -> datetime:
-        return datetime.now(UTC)
+        now = datetime.now(UTC)
+        return now.replace(microsecond=now.microsecond - now.microsecond % 1000)
 
 
 class IdSource(Protocol):

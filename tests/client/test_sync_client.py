@@ -63,7 +63,12 @@ def test_the_memory_lifecycle_through_the_api_models(client: MemvaultClient, sub
     assert (first.subject_id, first.version, first.canonical_key) == (subject, 1, "tz")
     assert client.write_memory(subject, typed).memory_id == first.memory_id  # a replay
 
-    assert client.get_memory(subject, first.memory_id).content == typed.content
+    read = client.get_memory(subject, first.memory_id)
+    assert read.content == typed.content
+    # The stores keep milliseconds; the write's answer gives the times a read gives back
+    # (it used to carry microseconds: a fresh probe of stop 47).
+    times = ("created_at", "updated_at", "valid_from", "expires_at")
+    assert [getattr(first, t) for t in times] == [getattr(read, t) for t in times]
     corrected = client.correct_memory(
         subject, first.memory_id, {"expected_version": 1, "content": "Works in Europe/Berlin"}
     )
