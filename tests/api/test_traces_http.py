@@ -208,8 +208,9 @@ def test_malformed_feedback_is_422_and_stores_nothing(
 
 
 def test_a_feedback_note_is_kept_and_shown(rig: RecallRig, served: dict[str, str]) -> None:
-    """API.md's optional note: stored with the feedback, shown in the list and the memory's
-    trace (a fresh probe of stop 47 found it refused as an unknown field)."""
+    """The feedback route's optional note (docs/api.md): stored with the feedback, shown in
+    the list and the memory's trace (a fresh probe of stop 47 found it refused as an
+    unknown field)."""
     body = {
         "recall_id": served["recall_id"],
         "memory_id": served["memory_id"],
