@@ -229,6 +229,32 @@ def test_the_exact_canonical_key_is_a_candidate_even_without_matching_words(rig:
     assert "canonical_key" in result.items[0].why.matched_by
 
 
+@pytest.mark.parametrize("named", [True, False], ids=["named-by-key", "found-by-words"])
+def test_a_fact_corrected_more_often_than_the_index_has_seen_recalls_its_current_version(
+    rig: RecallRig, named: bool
+) -> None:
+    """The index holds version 1; six corrections follow before it catches up. Recall
+    follows the index's stale version to the chain's current one: through the versions it
+    reads, and then through the chain's head, however many versions came between (it
+    used to stop after four: the fact named by its key was dropped as missing; a
+    generated governance run found it)."""
+    first = write(rig, "Lives in Lisbon near the river", canonical_key="home-city")
+    rig.sync()
+    current = first
+    for n in range(6):
+        current = rig.services.memory.correct(
+            ctx(),
+            "u-1",
+            current.memory_id,
+            MemoryPatch(
+                expected_version=n + 1, content=f"Lives in Lisbon near the river, flat {n}"
+            ),
+        )
+    result = recall(rig, "home-city" if named else "lives in lisbon near the river")
+    assert ids(result) == [current.memory_id]
+    assert result.items[0].memory.version == 7
+
+
 def test_unrelated_queries_get_nothing(rig: RecallRig) -> None:
     write(rig, "Lin deploys the billing service on Thursdays")
     rig.sync()

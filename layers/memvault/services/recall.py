@@ -655,12 +655,12 @@ class RecallService:
         """
         if not candidates:
             return []
-        epoch, raw = self._read_back(ctx.tenant_id, subject_id, candidates)
+        epoch, raw, heads = self._read_back(ctx.tenant_id, subject_id, candidates)
         epochs.append(epoch)
         kept: list[tuple[_Candidate, Memory]] = []
         seen: set[str] = set()
         for c in candidates:
-            found = self._followed(c, raw, drops)
+            found = self._followed(c, raw, drops, heads)
             if found is None or found.memory is None or found.chain_id in seen:
                 reason = (
                     ("deleted" if c.memory_id == "" else "missing")
@@ -689,24 +689,26 @@ class RecallService:
 
     def _read_back(
         self, t: str, subject_id: str, candidates: list[_Candidate]
-    ) -> tuple[int, dict[str, StoredVersion]]:
-        """The subject's epoch and the candidates' versions by id, read in one batch. A
-        candidate named by canonical key only is given its chain's current version id;
-        the versions that replaced those read, and the current versions of chains named by
-        key, are read after (three more batches at most)."""
+    ) -> tuple[int, dict[str, StoredVersion], dict[str, str]]:
+        """The subject's epoch, the candidates' versions by id, and the current version id
+        of the chains whose heads were read, in one batch. A candidate named by canonical
+        key is given its chain's current version (the head is read for every such chain,
+        whatever version the index held); the versions that replaced those read are read
+        after (three more batches at most), and a chain whose replacements run further
+        than that has its head read (one more)."""
+        exact = [c.chain_id for c in candidates if c.exact_key]
         epoch, raw, chains = self.repo.revalidation(
             t,
             subject_id,
             [c.memory_id for c in candidates if c.memory_id],
-            # Named by canonical key only: the chain head says which version is current.
-            [c.chain_id for c in candidates if not c.memory_id],
+            # Named by canonical key: the chain head says which version is current.
+            list(dict.fromkeys([c.chain_id for c in candidates if not c.memory_id] + exact)),
         )
-        for chain in chains:
-            if chain.live:
-                for c in candidates:
-                    if c.chain_id == chain.chain_id and not c.memory_id:
-                        c.memory_id = chain.current_memory_id
-        exact = [c.memory_id for c in candidates if c.exact_key and c.memory_id]
+        heads = {chain.chain_id: chain.current_memory_id for chain in chains if chain.live}
+        for c in candidates:
+            if not c.memory_id and c.chain_id in heads:
+                c.memory_id = heads[c.chain_id]
+        pending = [m for m in heads.values() if m not in raw]
         for _ in range(3):
             ahead = [
                 v.superseded_by
@@ -716,29 +718,47 @@ class RecallService:
                 and v.superseded_by
                 and v.superseded_by not in raw
             ]
-            ahead += [m for m in exact if m not in raw]
-            exact = []
+            ahead += pending
+            pending = []
             if not ahead:
                 break
-            _, more, _ = self.repo.revalidation(t, subject_id, ahead, [])
+            _, more, _ = self.repo.revalidation(t, subject_id, list(dict.fromkeys(ahead)), [])
             raw.update(more)
-        return epoch, raw
+        unresolved = [
+            c.chain_id
+            for c in candidates
+            if c.chain_id not in heads
+            and (last := _walk(raw.get(c.memory_id), raw)) is not None
+            and last.superseded_by
+        ]
+        if unresolved:
+            _, _, chains = self.repo.revalidation(t, subject_id, [], unresolved)
+            found = {chain.chain_id: chain.current_memory_id for chain in chains if chain.live}
+            heads.update(found)
+            missing = [m for m in found.values() if m not in raw]
+            if missing:
+                _, more, _ = self.repo.revalidation(t, subject_id, missing, [])
+                raw.update(more)
+        return epoch, raw, heads
 
     @staticmethod
     def _followed(
-        c: _Candidate, raw: dict[str, StoredVersion], drops: list[DroppedCandidate]
+        c: _Candidate,
+        raw: dict[str, StoredVersion],
+        drops: list[DroppedCandidate],
+        heads: dict[str, str],
     ) -> StoredVersion | None:
-        """The version read back for the candidate, followed by ``superseded_by`` (four
-        hops at most) to the chain's current one; None when one of them was not read back."""
+        """The version read back for the candidate, followed by ``superseded_by`` to the
+        chain's current one, or to its head where the replacements read stop short; None
+        when neither was read back."""
         found: StoredVersion | None = raw.get(c.memory_id)
         if found is not None and found.superseded_by:
             # The index held a version a newer one replaced: that document is dropped,
             # and the chain's current version is judged in its place.
             drops.append(DroppedCandidate(c.chain_id, c.memory_id, "superseded"))
-        hops = 0
-        while found is not None and found.superseded_by and hops < 4:
-            found = raw.get(found.superseded_by)
-            hops += 1
+        found = _walk(found, raw)
+        if found is not None and found.superseded_by:
+            found = raw.get(heads.get(c.chain_id, ""))
         return found
 
     @staticmethod
@@ -849,3 +869,16 @@ class RecallService:
             if clashing:
                 conflicts.append(Conflict(canonical_key=key, memory_ids=sorted(clashing)))
         return conflicts
+
+
+def _walk(found: StoredVersion | None, raw: dict[str, StoredVersion]) -> StoredVersion | None:
+    """``found`` followed by ``superseded_by`` through the versions read (four hops at
+    most): the last one reached, still superseded where the walk stops short."""
+    hops = 0
+    while found is not None and found.superseded_by and hops < 4:
+        following = raw.get(found.superseded_by)
+        if following is None:
+            break
+        found = following
+        hops += 1
+    return found
