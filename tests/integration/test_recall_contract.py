@@ -255,6 +255,21 @@ def test_a_fact_corrected_more_often_than_the_index_has_seen_recalls_its_current
     assert result.items[0].memory.version == 7
 
 
+def test_a_fact_named_by_its_key_comes_first_before_the_index_has_seen_it(
+    rig: RecallRig,
+) -> None:
+    """Among many facts worded alike, the one whose key the query names comes first, even
+    when the index has not seen it yet (so it has no index score to rank by); a fresh
+    probe of stop 47 found it ranked 68th of 85 after eight quick corrections."""
+    for n in range(30):
+        write(rig, f"The codename of team {n} is Falcon {n}", canonical_key=f"codename-team{n}")
+    rig.sync()
+    named = write(rig, "The codename of team 99 is Heron", canonical_key="codename-team99")
+    result = recall(rig, "codename-team99", limit=5)
+    assert ids(result)[0] == named.memory_id
+    assert "canonical_key" in result.items[0].why.matched_by
+
+
 def test_unrelated_queries_get_nothing(rig: RecallRig) -> None:
     write(rig, "Lin deploys the billing service on Thursdays")
     rig.sync()

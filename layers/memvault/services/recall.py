@@ -151,8 +151,11 @@ class RecallService:
         validated = time.perf_counter()
         allowed = len(valid)
         valid = self._relevant(valid, req)
+        # A fact whose canonical key the query names comes first, as the reranker keeps it:
+        # one corrected since the index last saw it has no index score to rank by.
         ranked = sorted(
-            (self._item(c, m, now) for c, m in valid), key=lambda i: (-i.score, i.memory.memory_id)
+            (self._item(c, m, now) for c, m in valid),
+            key=lambda i: (not _named_by_key(i), -i.score, i.memory.memory_id),
         )
         items = self._reranked(req, ranked)[: req.limit]
         self._log_recall(ctx, found, candidates, relevant=len(valid), returned=len(items))
@@ -818,9 +821,7 @@ class RecallService:
             )
             for item, s in zip(head, scores, strict=True)
         ]
-        scored.sort(
-            key=lambda i: ("canonical_key" not in i.why.matched_by, -(i.why.rerank_score or 0.0))
-        )
+        scored.sort(key=lambda i: (not _named_by_key(i), -(i.why.rerank_score or 0.0)))
         return scored + ranked[len(head) :]
 
     def _item(self, c: _Candidate, m: Memory, now: datetime) -> RecalledItem:
@@ -882,3 +883,8 @@ def _walk(found: StoredVersion | None, raw: dict[str, StoredVersion]) -> StoredV
         found = following
         hops += 1
     return found
+
+
+def _named_by_key(item: RecalledItem) -> bool:
+    """Whether the recall found ``item`` by the canonical key its query names."""
+    return "canonical_key" in item.why.matched_by
