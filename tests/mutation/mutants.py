@@ -720,7 +720,7 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="late-trace-of-a-retired-epoch-kept-on-dynamodb",
         path="layers/memvault/storage/dynamodb/traces.py",
-        original='        if subject is not None and int(subject["epoch"]) > judged_under:\n',
+        original="        if subject_epoch(self.db, tenant_id, subject_id) > judged_under:\n",
         replacement="        if False:\n",
         kill=(
             "tests/storage/test_traces_port.py"

@@ -20,7 +20,7 @@ from memvault.storage.codecs.memory import (
     memory_from_item,
     memory_to_item,
 )
-from memvault.storage.dynamodb import keys
+from memvault.storage.dynamodb import keys, subjects
 from memvault.storage.dynamodb.artifacts import add_reference
 from memvault.storage.dynamodb.dynamo import Dynamo, TransactionConflict, Tx, key, to_attr, to_item
 from memvault.storage.ports.errors import ConditionFailed, Conflict
@@ -136,8 +136,7 @@ class DynamoMemoryStore:
         return True
 
     def subject_epoch(self, tenant_id: str, subject_id: str) -> int:
-        item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
-        return int(item["epoch"]) if item else 0
+        return subjects.subject_epoch(self.db, tenant_id, subject_id)
 
     def forgotten_at(self, tenant_id: str, subject_id: str) -> datetime | None:
         item = self.db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)

@@ -30,3 +30,9 @@ def epoch_check(db: Dynamo, tenant_id: str, subject_id: str, epoch: int) -> dict
         check["ConditionExpression"] = "epoch = :epoch"
         check["ExpressionAttributeValues"] = {":epoch": to_attr(epoch)}
     return {"ConditionCheck": check}
+
+
+def subject_epoch(db: Dynamo, tenant_id: str, subject_id: str) -> int:
+    """The subject's current epoch, read strongly consistent (0: never forgotten)."""
+    item = db.get("memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK)
+    return int(item["epoch"]) if item else 0

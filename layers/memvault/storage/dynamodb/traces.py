@@ -20,8 +20,8 @@ from typing import Any
 from memvault.clock import iso
 from memvault.models.trace_records import Feedback, RecallTrace, ServedLink
 from memvault.storage.codecs import traces as ti
-from memvault.storage.dynamodb import keys
 from memvault.storage.dynamodb.dynamo import Dynamo
+from memvault.storage.dynamodb.subjects import subject_epoch
 
 TABLE = "audit"
 
@@ -54,10 +54,7 @@ class DynamoTraceStore:
         """Delete ``items``, just written, if a forget has retired ``judged_under``."""
         if judged_under is None:
             return
-        subject = self.db.get(
-            "memory", keys.subject_pk(tenant_id, subject_id), keys.SUBJECT_META_SK
-        )
-        if subject is not None and int(subject["epoch"]) > judged_under:
+        if subject_epoch(self.db, tenant_id, subject_id) > judged_under:
             self.db.delete_many(TABLE, [(i["pk"], i["sk"]) for i in items])
 
     def recall(
