@@ -1,7 +1,7 @@
 """memvault beside Mem0 in one run: quality, noisy neighbours, scale, freshness and purge.
 
-Three systems, in this process, sharing one embedder (all-MiniLM-L6-v2 on numpy) and one
-local OpenSearch node (see ``peers.py`` for the wiring):
+Three systems, in this process, sharing one embedder and one local OpenSearch node (see
+``peers.py`` for the wiring):
 
 - *memvault, embedded*: the embedded store and the embedded index (local mode's default);
 - *memvault, OpenSearch*: the same store, indexed into OpenSearch by its own indexer;
@@ -16,7 +16,8 @@ copies of the set's own texts, so the same words and vectors), and the queries r
 
 ``scale()``: 1,000, 10,000 and 100,000 synthetic memories (seeded; 10 subjects of one
 tenant; vectors seeded random unit vectors, as in ``index_scale``, while every query is a
-real MiniLM embedding, timed) written once into memvault's store and once into Mem0;
+real embedding by the shared model, timed: ``scale_model``, by default the local stack's
+e5-small-v2) written once into memvault's store and once into Mem0;
 recall p50/p95/p99 per system at each scale, index sizes, and at the largest scale write →
 first recalled and delete → COMPLETED with the pumps and the purge running in the
 background, as the local stack runs them.
@@ -66,7 +67,7 @@ TENANT = "bench"
 QUERIES = 300
 WARM = 20
 FRESH = 40
-#: Per subject, real memories (the evaluation set's texts with their MiniLM vectors) among
+#: Per subject, real memories (the evaluation set's texts with their real vectors) among
 #: the synthetic ones, so that queries find something.
 REAL_PER_SUBJECT = 30
 _REAL: list[str] = []
@@ -415,7 +416,7 @@ def _load_scale(
         )
     memvault, mem0 = systems["memvault"], systems["mem0"]
     if start == 0:
-        # Real memories too (the evaluation set's texts, real MiniLM vectors), so that the
+        # Real memories too (the evaluation set's texts, real vectors), so that the
         # queries find what they ask about and every system answers with items rather
         # than an empty list: random vectors alone sit below memvault's relevance floor.
         bodies[:0] = [
@@ -723,13 +724,28 @@ def _mem0_concurrent(
     return out
 
 
+def scale_model() -> Any:
+    """The embedder all three systems share at scale: ``BENCH_PEER_EMBEDDER``, by default
+    the local stack's own English model (e5-small-v2, int8 ONNX, one thread), else
+    ``minilm`` (all-MiniLM-L6-v2 on numpy, the model of the runs before 2026-12-06)."""
+    name = os.environ.get("BENCH_PEER_EMBEDDER", "e5-small-v2")
+    if name == "minilm":
+        return MiniLmEmbedder()
+    from memvault.embeddings.onnx import OnnxEmbedder
+
+    model = OnnxEmbedder(name, threads=1)
+    model.load()
+    return model
+
+
 def scale_inputs() -> tuple[list[str], CachedEmbedder]:
     """The queries and the embedder (the real memories' vectors cached) of a scale load:
-    what ``scale`` and the recall profiles start from."""
+    what ``scale`` and the recall profiles start from. The synthetic texts draw their
+    words from MiniLM's vocabulary whichever model embeds the queries (their vectors are
+    random), so that every run writes the same texts."""
     evalset = EvalSet.read(EVAL)
-    model = MiniLmEmbedder()
-    _vocabulary(model)
-    cached = CachedEmbedder(model)
+    _vocabulary(MiniLmEmbedder())
+    cached = CachedEmbedder(scale_model())
     _REAL[:] = [m["content"] for m in evalset.memories][: REAL_PER_SUBJECT * SUBJECTS]
     cached.embed(_REAL)
     return [q["text"] for q in evalset.queries], cached
@@ -739,6 +755,7 @@ def scale(url: str) -> dict[str, Any]:
     _quiet()
     queries, cached = scale_inputs()
     out: dict[str, Any] = {
+        "embedder": {"setting": cached.setting, "model_id": cached.model_id},
         "real_memories_per_subject": REAL_PER_SUBJECT,
         "subjects": SUBJECTS,
         "queries_per_scale": QUERIES,

@@ -88,6 +88,12 @@ class CachedEmbedder:
     dimensions = property(lambda self: self.model.dimensions)
     slug = property(lambda self: self.model.slug)
 
+    @property
+    def setting(self) -> str:
+        """The model's name in memvault's ``embedding_model`` setting."""
+        spec = getattr(self.model, "spec", None)
+        return spec.name if spec is not None else "minilm"
+
     def put(self, text: str, vector: Any) -> None:
         self.vectors[text] = np.asarray(vector, dtype=np.float32)
 
@@ -113,8 +119,9 @@ class CachedEmbedder:
         return out
 
     def embed_uncached(self, text: str) -> list[float]:
-        """A query's vector computed by the model every time (latency figures)."""
-        vector: list[float] = self.model.embed_one(text)
+        """A query's vector computed by the model every time (latency figures), asked as
+        a query (e5's ``query: `` prefix; MiniLM has none)."""
+        vector: list[float] = self.model.embed_query(text)
         return vector
 
     def for_queries(self) -> _QueryEmbedder:
@@ -137,11 +144,11 @@ class _QueryEmbedder:
         return out
 
     def embed_one(self, text: str) -> list[float]:
-        return self.cached.embed_uncached(text)
+        out: list[float] = self.cached.model.embed_one(text)
+        return out
 
     def embed_query(self, text: str) -> list[float]:
-        out: list[float] = self.cached.model.embed_query(text)
-        return out
+        return self.cached.embed_uncached(text)
 
 
 def _path_parts(path: str) -> list[str]:
@@ -180,7 +187,7 @@ class MemvaultSystem:
                 search_endpoint=opensearch_url if backend == "opensearch" else None,
                 search_auth="none",
                 search_alias=alias,
-                embedding_model="minilm",
+                embedding_model=embedder.setting,  # type: ignore[arg-type]
                 search_refresh_interval="500ms",  # the local stack's default
                 purge_launch=purge_launch,  # type: ignore[arg-type]
             )
@@ -571,8 +578,12 @@ class _Mem0Embedder:
         self.query_uncached = False
 
     def embed(self, text: str, memory_action: str | None = None) -> list[float]:
-        if memory_action == "search" and self.query_uncached:
-            return self.embedder.embed_uncached(text)
+        # Mem0 names the action: a search is embedded as a query (e5's ``query: ``
+        # prefix), as memvault's recall embeds it; anything else as a stored text.
+        if memory_action == "search":
+            if self.query_uncached:
+                return self.embedder.embed_uncached(text)
+            return self.embedder.embed_query(text)
         return self.embedder.embed_one(text)
 
     def embed_batch(self, texts: list[str], memory_action: str | None = None) -> list[list[float]]:

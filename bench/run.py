@@ -389,15 +389,19 @@ def _ms(st: dict[str, float]) -> str:
 
 
 def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
+    # Runs before 2026-12-06 name no embedder: they all shared MiniLM on numpy.
+    model = ps.get("embedder", {}).get("setting", "minilm")
+    model = {"minilm": "MiniLM (numpy)", "e5-small-v2": "e5-small-v2 (int8 ONNX)"}.get(model, model)
     lines = [
         f"## Recall at scale: memvault beside Mem0 on the same OpenSearch {_ran(ps)}",
         "",
         f"One tenant, {ps['subjects']} subjects: synthetic memories (seeded random vectors) "
         f"and {ps.get('real_memories_per_subject', 0)} real ones per subject (the evaluation "
-        f"set's texts, MiniLM vectors). {ps['queries_per_scale']} recalls per system and "
+        f"set's texts, {model} vectors). {ps['queries_per_scale']} recalls per system and "
         "scale, taken in turn (the rounds in the orders of a Williams design, and the "
         "HTTP front left to finish each request off, untimed, before the next call), each "
-        "with a real MiniLM query embedding; timed around each "
+        f"with a real {model} query embedding, the same model for all three systems; "
+        "timed around each "
         "system's recall call in this process (server-side: memvault's store is the "
         "embedded SQLite one, where on AWS it would be DynamoDB), and for memvault's "
         "embedded index also end to end over the local stack's HTTP front. Milliseconds "
