@@ -236,13 +236,16 @@ def run_conversation(
         wait_indexed(mv, subject, written)
         loaded_s = time.perf_counter() - started
         cpu = meter.per_turn_ms(len(items))
-        hits5 = hits10 = 0
+        hits5 = hits10 = empty = 0
         latencies: list[float] = []
         asked = questions(conversation)
         for q in asked:
             t0 = time.perf_counter()
             answer = mv.recall(subject, {"query": q["question"], "limit": 10})
             latencies.append((time.perf_counter() - t0) * 1000)
+            # Every question asked has gold evidence: an empty answer is the relevance
+            # floor judging an answerable question to be about nothing the subject holds.
+            empty += not answer.items
             at5, at10 = hit(q, [item.memory.source.ref for item in answer.items])
             hits5 += at5
             hits10 += at10
@@ -253,6 +256,7 @@ def run_conversation(
         "questions": len(asked),
         "hits_at_5": hits5,
         "hits_at_10": hits10,
+        "answered_empty": empty,
         "turns_per_s": round(len(items) / loaded_s, 1),
         "cpu_ms_per_turn": cpu,
         "batch": batch,
@@ -268,6 +272,7 @@ def summarise(rows: list[dict[str, Any]]) -> dict[str, Any]:
         "questions": asked,
         "recall_any_at_5": round(sum(r["hits_at_5"] for r in rows) / asked, 4),
         "recall_any_at_10": round(sum(r["hits_at_10"] for r in rows) / asked, 4),
+        "answered_empty": sum(r.get("answered_empty", 0) for r in rows),
         "p50_ms": round(statistics.median(latencies), 1),
         "p95_ms": round(_percentile(latencies, 0.95), 1),
         "turns_per_s": round(
