@@ -298,8 +298,20 @@ def quality(url: str) -> dict[str, Any]:
 
 
 def _drop(url: str, tag: str) -> None:
+    """Delete the indexes a run made (``peer-<tag>``; ``peer-`` alone: every run's). A
+    100,000-memory index is about 1 GB on the node: one left behind shares the node's heap
+    and page cache with the next run's. Each delete is tried again after a timeout, and
+    any index still there is named."""
     for name in _indices(url, f"peer-{tag}"):
-        _request(url, "DELETE", f"/{name}")
+        for _ in range(3):
+            try:
+                _request(url, "DELETE", f"/{name}")
+                break
+            except OSError as error:  # a busy node can take longer than the timeout
+                _log(f"deleting {name}: {error}; trying again")
+    left = _indices(url, f"peer-{tag}")
+    if left:
+        _log(f"indexes left on the node: {', '.join(left)}")
 
 
 def _request(url: str, method: str, path: str) -> Any:
@@ -795,6 +807,11 @@ def scale(url: str) -> dict[str, Any]:
         "queries_per_scale": QUERIES,
         "scales": [],
     }
+    stale = _indices(url, "peer-")
+    if stale:
+        # Left by a run that was stopped before its clean-up: they would share the node.
+        _log(f"deleting {len(stale)} indexes earlier runs left: {', '.join(stale)}")
+        _drop(url, "")
     with temp_home() as raw:
         home = Path(raw)
         tag = f"s{uuid.uuid4().hex[:6]}"

@@ -254,6 +254,38 @@ def test_a_recall_that_overlapped_a_forget_leaves_no_trace(rig: RecallRig) -> No
     assert trace is not None and trace.subject_epoch == 1
 
 
+def test_a_recall_after_a_forget_keeps_nothing_of_what_the_forget_retired(
+    rig: RecallRig,
+) -> None:
+    """Between a forget and its purge, the index still holds the subject's documents and
+    the table their versions, stamped with the retired epoch. A recall then finds them,
+    re-validation refuses them, and its trace, written under the new epoch, outlives the
+    forget's purge: it must name none of them and count none of them. Without the cut, it
+    kept their ids as dropped candidates and counted them among the hits (no content, but
+    a record of what the subject had held)."""
+    old = [write(rig, f"Walks the dog at seven, day {n}") for n in range(3)]
+    rig.sync()
+    launcher = rig.services.memory.purge
+    rig.services.memory.purge = _NoPurge()  # the purge has not run yet
+    job = rig.services.memory.forget(ctx(), "u-1")
+    rig.services.memory.purge = launcher
+    rig.clock.advance(seconds=1)  # a recall after the forget, not alongside it
+    after = recall(rig, "walks the dog")
+    assert after.items == []
+    store = rig.services.stores.traces
+    trace = store.recall("acme", "u-1", after.recall_id, rig.clock.now())
+    assert trace is not None and trace.subject_epoch == 1
+    assert trace.dropped == ()
+    assert trace.candidates["keyword"] == trace.candidates["vector"] == 0
+    assert trace.candidates["fused"] == trace.candidates["validated"] == 0
+    job = rig.services.purge.run("acme", job.deletion_id)
+    assert job.status is DeletionState.COMPLETED
+    kept = store.recall("acme", "u-1", after.recall_id, rig.clock.now())
+    assert kept is not None  # the trace outlived the purge, as it should
+    for m in old:
+        assert m.memory_id not in repr(kept) and m.chain_id not in repr(kept)
+
+
 def test_deleting_a_memory_removes_its_served_links(rig: RecallRig) -> None:
     m = write(rig, "Keeps the garden tidy on weekends")
     rig.sync()

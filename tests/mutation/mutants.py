@@ -730,6 +730,20 @@ MUTANTS: tuple[Mutant, ...] = (
         "epoch (and its purge's traces step ran) is kept",
     ),
     Mutant(
+        id="trace-keeps-what-a-forget-retired",
+        path="layers/memvault/services/recall.py",
+        original=(
+            '        return hidden | {d.chain_id for d in drops if d.reason == "other_epoch"}\n'
+        ),
+        replacement="        return hidden\n",
+        kill=(
+            "tests/integration/test_traces.py"
+            "::test_a_recall_after_a_forget_keeps_nothing_of_what_the_forget_retired[sqlite]",
+        ),
+        description="a recall between a forget and its purge keeps the retired memories' "
+        "ids and counts in a trace that outlives the purge (fresh probe of stop 47)",
+    ),
+    Mutant(
         id="recall-trace-hides-superseded-drops",
         path="layers/memvault/services/recall.py",
         original="            drops.append("

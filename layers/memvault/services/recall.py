@@ -168,7 +168,7 @@ class RecallService:
             timings=self._timings(started, embedded, searched, validated),
         )
         if tracing:
-            hidden = self._hidden_keyed_facts(candidates, drops)
+            hidden = self._untraced(candidates, drops)
             self._record(
                 ctx,
                 subject_id,
@@ -324,20 +324,23 @@ class RecallService:
         }
 
     @staticmethod
-    def _hidden_keyed_facts(
-        candidates: dict[str, _Candidate], drops: list[DroppedCandidate]
-    ) -> set[str]:
+    def _untraced(candidates: dict[str, _Candidate], drops: list[DroppedCandidate]) -> set[str]:
         """The chains a recall's trace leaves out of its counts and drops."""
         # A fact found only by the key the query named, which this caller may not
         # read, was never its candidate: the index would not have proposed it, and
         # counting it would tell the caller that a hidden fact holds that key.
-        return {
+        hidden = {
             d.chain_id
             for d in drops
             if d.reason in ("ceiling", "visibility")
             and d.chain_id in candidates
             and candidates[d.chain_id].sources == ["canonical_key"]
         }
+        # A memory of an epoch a forget retired (the index and the table keep it until
+        # the forget's purge reaches them): a trace written under the new epoch outlives
+        # that purge, so it keeps neither the ids nor the count of those read back. (A
+        # hit deeper than re-validation read is counted: nothing says it is stale.)
+        return hidden | {d.chain_id for d in drops if d.reason == "other_epoch"}
 
     @staticmethod
     def _candidate_counts(
@@ -345,12 +348,17 @@ class RecallService:
     ) -> dict[str, int]:
         """The trace's candidate counts at each step (``read_back``: how many were
         validated against the table), the ``hidden`` chains left out."""
+
+        def counted(hits: list[Hit]) -> int:
+            return sum(h.chain_id not in hidden for h in hits)
+
         return {
-            "exact_key": sum(c.exact_key for c in candidates.values()) - len(hidden),
-            "keyword": len(found.keyword),
-            "vector": len(found.vector),
-            **({"vector_zh": len(found.vector_zh)} if found.vector_zh else {}),
-            "fused": len(candidates) - len(hidden),
+            "exact_key": sum(c.exact_key for k, c in candidates.items() if k not in hidden),
+            "keyword": counted(found.keyword),
+            "vector": counted(found.vector),
+            **({"vector_zh": counted(found.vector_zh)} if found.vector_zh else {}),
+            "fused": sum(k not in hidden for k in candidates),
+            # Every chain left out was read back: re-validation is what found it out.
             "validated": read_back - len(hidden),
         }
 
