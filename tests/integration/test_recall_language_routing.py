@@ -141,6 +141,27 @@ def test_a_chinese_query_finds_what_only_the_chinese_model_relates(backend: str)
     assert DISTRACTOR in found[True]
 
 
+def test_the_models_that_embedded_and_ranked_are_named(
+    routed: tuple[RecallRig, ConceptEmbedder],
+) -> None:
+    """A memory that holds Chinese records both models that embedded it, and a recall
+    whose Chinese list was searched names both models that ranked it; an English memory
+    and an English recall name the English model alone."""
+    rig, _ = routed
+    cn = write(rig, TARGET)
+    en = write(rig, "the cat is called Huahua")
+    rig.sync()
+    store = rig.services.stores.memory
+    stored = {m.memory_id: store.version("acme", "u-1", m.memory_id) for m in (cn, en)}
+    assert stored[cn.memory_id].embedding_model == "test/english@1+test/chinese@1"
+    assert stored[en.memory_id].embedding_model == "test/english@1"
+    ask = rig.services.recall.recall
+    chinese_answer = ask(ctx("acme", "u-1"), "u-1", RecallRequest(query=QUERY))
+    english_answer = ask(ctx("acme", "u-1"), "u-1", RecallRequest(query="what is the pet"))
+    assert chinese_answer.embedding_model == "test/english@1+test/chinese@1"
+    assert english_answer.embedding_model == "test/english@1"
+
+
 def test_only_memories_that_hold_chinese_are_embedded_twice(
     routed: tuple[RecallRig, ConceptEmbedder],
 ) -> None:

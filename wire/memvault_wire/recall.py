@@ -101,7 +101,8 @@ class RecallResult(BaseModel):
     items: list[RecalledItem]
     conflicts: list[Conflict]
     notice: str = NOTICE
-    #: The embedding model that ranked the vector list (id@version).
+    #: The embedding models that ranked the vector lists (id@version; the English and the
+    #: Chinese model joined by ``+`` when the Chinese list ranked any memory).
     embedding_model: str | None = None
     #: Milliseconds spent per stage (embed, search, validate, total), for Server-Timing.
     timings: dict[str, float] = Field(default_factory=dict)

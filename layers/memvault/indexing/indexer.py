@@ -175,6 +175,12 @@ class Indexer:
         """Set ``index_status`` on each version only while it is still what was indexed
         (a version that moved on, or is gone, gets its newer event indexed instead)."""
         model = f"{self.embedder.model_id}@{self.embedder.model_version}"
+        # A memory that holds Chinese was embedded by the Chinese model too: both are named.
+        both = (
+            f"{model}+{self.chinese.model_id}@{self.chinese.model_version}"
+            if self.chinese is not None
+            else model
+        )
         now = self.clock.now()
         updates = []
         for op in ops:
@@ -187,7 +193,7 @@ class Indexer:
                     status=op.document.status,
                     version=op.memory_version,
                     indexed_version=op.version,
-                    embedding_model=model,
+                    embedding_model=model if op.document.embedding_zh is None else both,
                     at=now,
                     index_status=status.value,
                 )

@@ -164,7 +164,7 @@ class RecallService:
             recall_id=self.ids.new_id("rcl") if tracing else None,
             items=items,
             conflicts=self._conflicts([m for _, m in valid]),
-            embedding_model=f"{self.embedder.model_id}@{self.embedder.model_version}",
+            embedding_model=self._ranked_by(found),
             timings=self._timings(started, embedded, searched, validated),
         )
         if tracing:
@@ -268,6 +268,14 @@ class RecallService:
                 "the search index did not answer; retry shortly", {"retryable": True}
             ) from err
         return found, embedded
+
+    def _ranked_by(self, found: SearchResult) -> str:
+        """The models whose vectors ranked the recall's lists (id@version): the English
+        model's, and the Chinese model's where its list was searched and found any."""
+        model = f"{self.embedder.model_id}@{self.embedder.model_version}"
+        if found.vector_zh and self.chinese is not None:
+            model += f"+{self.chinese.model_id}@{self.chinese.model_version}"
+        return model
 
     @staticmethod
     def _chinese_vector(second: Future[list[float]] | None) -> list[float] | None:
