@@ -395,6 +395,22 @@ def _timed_round_robin(
     return took, returned
 
 
+def ratio_interval(
+    a: list[float], b: list[float], rounds: int = 2000, seed: int = 95
+) -> list[float]:
+    """The 90% interval of p95(a) / p95(b) by a paired bootstrap: ``a[i]`` and ``b[i]``
+    were timed in the same round of the round robin, so the rounds are resampled, not
+    the calls. p95 is the nearest rank, as ``percentile`` takes it. One run's ratio of
+    two p95s over 300 calls moves by a tenth from run to run: this says how far."""
+    x, y = np.asarray(a), np.asarray(b)
+    n = min(len(x), len(y))
+    picks = np.random.default_rng(seed).integers(0, n, size=(rounds, n))
+    rank = min(n - 1, round(0.95 * (n - 1)))
+    ratios = np.sort(x[:n][picks], axis=1)[:, rank] / np.sort(y[:n][picks], axis=1)[:, rank]
+    low, high = np.percentile(ratios, [5, 95])
+    return [round(float(low), 3), round(float(high), 3)]
+
+
 def _settle(url: str) -> None:
     """Until OpenSearch has no merge running (bulk loads leave merges behind that would
     otherwise compete with the timed recalls for the same two cores)."""
@@ -721,6 +737,16 @@ def _measure_scale(
         if f"floor-{backend}" in row["recall_ms"]
     }
     _log(f"{target:,} p95 / floor: {row['p95_ratio_to_floor']}")
+    row["p95_ratio_interval"] = {
+        f"{a}/{b}": ratio_interval(took[a], took[b])
+        for a, b in (
+            ("memvault-opensearch", "mem0-opensearch"),
+            ("memvault-opensearch", "floor-opensearch"),
+            ("memvault-embedded", "floor-embedded"),
+        )
+        if a in took and b in took
+    }
+    _log(f"{target:,} p95 ratio, 90% intervals: {row['p95_ratio_interval']}")
     row["sizes_mb"] = {
         "memvault_store": _folder_mb(home / "memvault" / "data"),
         "memvault_embedded_index": _folder_mb(home / "memvault" / "index"),

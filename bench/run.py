@@ -451,6 +451,27 @@ def _peer_scale_lines(ps: dict[str, Any], goals: dict[str, Any]) -> list[str]:
                 f"| {row.get('embedded_alone_p95_ratio_to_floor', '—')} "
                 f"| {ratio.get('memvault-opensearch')} |"
             )
+    spread = [row for row in ps["scales"] if row.get("p95_ratio_interval")]
+    if spread:
+        lines += [
+            "",
+            "How far each bound's ratio could move by chance: its 90% interval by a paired "
+            "bootstrap over the round robin's rounds (`peer_compare.ratio_interval`):",
+            "",
+            "| memories | OpenSearch / Mem0 | OpenSearch / its floor | embedded / its floor |",
+            "|---|---|---|---|",
+        ]
+        for row in spread:
+            ci = row["p95_ratio_interval"]
+
+            def span(key: str, ci: dict[str, Any] = ci) -> str:
+                return " to ".join(str(x) for x in ci[key]) if key in ci else "—"
+
+            lines.append(
+                f"| {row['memories']:,} | {span('memvault-opensearch/mem0-opensearch')} "
+                f"| {span('memvault-opensearch/floor-opensearch')} "
+                f"| {span('memvault-embedded/floor-embedded')} |"
+            )
     vector = [row for row in ps["scales"] if "memvault-opensearch-vector" in row["recall_ms"]]
     if vector:
         lines += [
