@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 from typing import TYPE_CHECKING
 
-from memvault.embeddings.base import Embedder, EmbeddingUnavailable
+from memvault.embeddings.base import Embedder, EmbeddingUnavailable, model_names
 
 if TYPE_CHECKING:
     from memvault.config import Settings
@@ -23,6 +23,7 @@ __all__ = [
     "EmbeddingUnavailable",
     "chinese_embedder_from_settings",
     "embedder_from_settings",
+    "model_names",
 ]
 
 _lock = threading.Lock()

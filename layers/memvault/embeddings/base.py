@@ -68,6 +68,12 @@ class Embedder(Protocol):
         ...
 
 
+def model_names(*embedders: Embedder) -> str:
+    """What ``embedding_model`` records of the models that embedded or ranked something:
+    ``id@version`` each, joined by ``+`` (the English model first)."""
+    return "+".join(f"{e.model_id}@{e.model_version}" for e in embedders)
+
+
 def check_slug(slug: str) -> str:
     """``slug`` if it is fit for an index name, else ``ValueError``."""
     if not _SLUG.match(slug) or len(slug) > 60:

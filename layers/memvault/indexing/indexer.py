@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from memvault.clock import Clock
-from memvault.embeddings import Embedder
+from memvault.embeddings import Embedder, model_names
 from memvault.observability import logger
 from memvault.search.backend import APPLIED, FAILED, OpResult, SearchIndex
 from memvault.search.documents import IndexOp, op_from_images
@@ -174,13 +174,9 @@ class Indexer:
     def _record_statuses(self, ops: list[IndexOp], status: IndexStatus) -> None:
         """Set ``index_status`` on each version only while it is still what was indexed
         (a version that moved on, or is gone, gets its newer event indexed instead)."""
-        model = f"{self.embedder.model_id}@{self.embedder.model_version}"
+        model = model_names(self.embedder)
         # A memory that holds Chinese was embedded by the Chinese model too: both are named.
-        both = (
-            f"{model}+{self.chinese.model_id}@{self.chinese.model_version}"
-            if self.chinese is not None
-            else model
-        )
+        both = model_names(self.embedder, self.chinese) if self.chinese is not None else model
         now = self.clock.now()
         updates = []
         for op in ops:

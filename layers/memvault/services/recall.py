@@ -21,7 +21,7 @@ from typing import Any
 
 from memvault.clock import Clock, IdSource, RandomIds, iso
 from memvault.config import Settings
-from memvault.embeddings import Embedder
+from memvault.embeddings import Embedder, model_names
 from memvault.models.access import AccessContext, Scope
 from memvault.models.trace_records import DroppedCandidate, RecallTrace, ServedItem
 from memvault.observability import logger
@@ -272,10 +272,9 @@ class RecallService:
     def _ranked_by(self, found: SearchResult) -> str:
         """The models whose vectors ranked the recall's lists (id@version): the English
         model's, and the Chinese model's where its list was searched and found any."""
-        model = f"{self.embedder.model_id}@{self.embedder.model_version}"
         if found.vector_zh and self.chinese is not None:
-            model += f"+{self.chinese.model_id}@{self.chinese.model_version}"
-        return model
+            return model_names(self.embedder, self.chinese)
+        return model_names(self.embedder)
 
     @staticmethod
     def _chinese_vector(second: Future[list[float]] | None) -> list[float] | None:
