@@ -54,7 +54,6 @@ from peers import (
 from memvault.embeddings.minilm import MiniLmEmbedder
 from memvault_local import evaluation
 from memvault_local.evaluation import EvalSet, percentile
-from memvault_wire.errors import MemvaultError
 from memvault_wire.recall import RecallRequest
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -544,23 +543,6 @@ def _tag() -> str:
     return uuid.uuid4().hex[:8].translate(str.maketrans("0123456789", "ghijklmnop"))
 
 
-def _undeletable(memvault: Any, subject: str, memory_id: str, error: Exception) -> str:
-    """What the table says of a memory the list offered and the delete then refused:
-    ids and states only."""
-    repo = memvault.services.stores.memory
-    located = repo.locate(TENANT, subject, memory_id)
-    chain = repo.chain(TENANT, subject, located[0]) if located else None
-    current = repo.version(TENANT, subject, chain.current_memory_id) if chain else None
-    listed = repo.version(TENANT, subject, memory_id)
-    return (
-        f"{type(error).__name__} deleting {memory_id} of {subject}: "
-        f"located {located}, subject epoch {repo.subject_epoch(TENANT, subject)}; "
-        f"listed version: {None if listed is None else (listed.status.value, listed.version)}; "
-        f"chain: {None if chain is None else (chain.live, chain.current_memory_id)}; "
-        f"current: {None if current is None else (current.memory_id, current.status.value)}"
-    )
-
-
 def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
     """Write → first recalled, and delete → COMPLETED, with the pumps in the background."""
     memvault = systems["memvault"]
@@ -616,10 +598,7 @@ def _freshness_and_purge(systems: dict[str, Any]) -> dict[str, Any]:
                 ctx = memvault.ctx(TENANT, subject)
                 victim = memories.list_memories(ctx, subject, limit=1).items[0].memory_id
                 t0 = time.perf_counter()
-                try:
-                    job = memories.delete(ctx, subject, victim)
-                except MemvaultError as error:
-                    raise RuntimeError(_undeletable(memvault, subject, victim, error)) from error
+                job = memories.delete(ctx, subject, victim)
                 while job.status.value != "COMPLETED":
                     if time.perf_counter() - t0 > 60:
                         raise RuntimeError(f"deletion stayed {job.status.value} for 60 s")
