@@ -744,6 +744,19 @@ MUTANTS: tuple[Mutant, ...] = (
         "ids and counts in a trace that outlives the purge (fresh probe of stop 47)",
     ),
     Mutant(
+        id="relevance-floor-switch-ignored",
+        path="layers/memvault/services/recall.py",
+        original="        if not req.relevance_floor:\n            return valid\n",
+        replacement="",
+        kill=(
+            "tests/integration/test_relevance_floor_switch.py"
+            "::test_without_the_floor_a_weak_match_comes_back_and_the_trace_says_so"
+            "[embedded-sqlite]",
+        ),
+        description="a recall asked without the relevance floor still answers a weak "
+        "match with nothing",
+    ),
+    Mutant(
         id="recall-trace-hides-superseded-drops",
         path="layers/memvault/services/recall.py",
         original="            drops.append("

@@ -437,7 +437,7 @@ class RecallService:
     @staticmethod
     def _trace_filters(ctx: AccessContext, req: RecallRequest) -> dict[str, Any]:
         """The hard filters, for the trace: kinds, tag and scope counts, ceiling, agent role
-        (no values)."""
+        (no values); and whether the relevance floor applied."""
         return {
             "kinds": [k.value for k in req.kinds],
             "tags": len(req.tags),
@@ -445,6 +445,7 @@ class RecallService:
             "max_sensitivity": ctx.max_sensitivity.value,
             "agent_role": ctx.agent_role,
             "status": "active",
+            "relevance_floor": req.relevance_floor,
         }
 
     def recall_memories(
@@ -520,12 +521,15 @@ class RecallService:
         (``RecallTuning.passes``); then a memory
         is kept when its similarity is within ``recall_similarity_margin`` of the best, or
         it holds that share of the query's words, or its canonical key was named, or it is
-        the neighbouring turn of a memory kept so (``_add_context``). The
+        the neighbouring turn of a memory kept so (``_add_context``). A request with
+        ``relevance_floor`` false keeps every memory the table admitted. The
         thresholds are the embedder's (``memvault.search.fusion.TUNINGS``): each model
         has its own similarity range. Settings override them.
         """
         if req.mode == "keyword":
             return [(c, m) for c, m in valid if c.keyword_rank is not None or c.exact_key]
+        if not req.relevance_floor:
+            return valid
         if not any(ch.isalnum() for ch in req.query):
             # Emoji and punctuation alone: the models read nothing in them, yet a cosine
             # of such a query with any memory can pass the floor.

@@ -1389,6 +1389,11 @@ export interface components {
             mode: "hybrid" | "keyword" | "vector";
             /** Query */
             query: string;
+            /**
+             * Relevance Floor
+             * @default true
+             */
+            relevance_floor: boolean;
             /** Run Id */
             run_id?: string | null;
             /** Scope */
@@ -4817,7 +4822,7 @@ export interface defaulted {
     "Message": "sensitivity";
     "Operation": "sensitivity";
     "PutSummary": "consent";
-    "RecallRequest": "language" | "limit" | "mode";
+    "RecallRequest": "language" | "limit" | "mode" | "relevance_floor";
     "RecallTraceOut": "dropped_withheld" | "withheld";
     "RecordOperation": "consent";
     "Session": "summary_withheld" | "withheld_messages";
