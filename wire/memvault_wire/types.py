@@ -16,6 +16,7 @@ where none is seen.
 from __future__ import annotations
 
 import math
+import re
 import unicodedata
 from typing import Annotated, Any
 
@@ -43,8 +44,19 @@ def _look_alike_space(ch: str) -> bool:
     return ch != " " and unicodedata.category(ch) == "Zs"
 
 
+#: The variation selectors (``_variation_selector``), for one C-speed search.
+_VARIATION_SELECTORS = re.compile("[\ufe00-\ufe0f\U000e0100-\U000e01ef]")
+
+
 def invisible_char(value: str) -> str | None:
-    """The first character of ``value`` that may not be in an id, or ``None``."""
+    """The first character of ``value`` that may not be in an id, or ``None``.
+
+    ``str.isprintable`` is false exactly for the "Other" and "Separator" categories but
+    the ASCII space: ``INVISIBLE_CATEGORIES`` and the look-alike spaces. A printable
+    value without a variation selector is answered at C speed; every stored memory's
+    ids, tags and scope are checked again each time recall reads one back."""
+    if value.isprintable() and not _VARIATION_SELECTORS.search(value):
+        return None
     return next(
         (
             ch
@@ -82,7 +94,9 @@ _UNSAFE_IN_TEXT = frozenset({"Cc", "Zl", "Zp", "Cs"})
 
 def unsafe_text_char(value: str) -> str | None:
     """The first character of ``value`` that a one-line free text (a name, a step) may
-    not hold, or ``None``."""
+    not hold, or ``None``. A printable value (``invisible_char``) holds none."""
+    if value.isprintable():
+        return None
     return next(
         (
             ch
