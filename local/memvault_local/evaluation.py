@@ -198,6 +198,9 @@ class _ModeTally:
     trap_keys: dict[str, list[str]] = field(default_factory=dict)
     empty_ok: int = 0
     empty_total: int = 0
+    #: "Expect empty" queries answered with something, and answerable ones with nothing.
+    not_empty: list[str] = field(default_factory=list)
+    answered_empty: list[str] = field(default_factory=list)
     latencies: list[float] = field(default_factory=list)
 
     def add(self, q: dict[str, Any], got: list[str]) -> None:
@@ -209,7 +212,11 @@ class _ModeTally:
         if q["expect_empty"]:
             self.empty_total += 1
             self.empty_ok += not got
+            if got:
+                self.not_empty.append(q["qid"])
             return
+        if not got:
+            self.answered_empty.append(q["qid"])
         relevant = set(q["relevant"])
         lang = language(q["text"])
         first = next((rank for rank, key in enumerate(got, 1) if key in relevant), None)
@@ -232,6 +239,8 @@ class _ModeTally:
             "trap_qids": self.traps,
             "trap_keys": self.trap_keys,
             "expect_empty_answered_empty": f"{self.empty_ok}/{self.empty_total}",
+            "expect_empty_not_empty_qids": self.not_empty,
+            "answered_empty_qids": self.answered_empty,
             "server_ms_p50": round(percentile(self.latencies, 50), 2),
             "server_ms_p95": round(percentile(self.latencies, 95), 2),
         }
