@@ -49,6 +49,9 @@ from memvault.clock import RandomIds, SystemClock
 from memvault.config import Settings
 from memvault.indexing.indexer import Indexer
 from memvault.models.access import AccessContext, Scope, Sensitivity
+from memvault.search.backend import SearchFilter, SearchResult
+from memvault.search.opensearch import _RETURN, OpenSearchIndex, filter_clauses, vector_query
+from memvault.search.opensearch import _hit as _os_hit
 from memvault.services.bundle import Services
 from memvault.services.deletion import PurgeRunner, default_steps
 from memvault.services.memory import MemoryService
@@ -515,7 +518,10 @@ class _FloorClient:
         vector = recall.embedder.embed_query(req.query)
         flt = RecallService._filter(self.ctx, parts[2], req, recall.clock.now())
         depth = max(recall.settings.recall_candidates, req.limit * 2)
-        found = recall.index.search(flt, req.query, vector, depth)
+        if isinstance(recall.index, OpenSearchIndex):
+            found = _one_msearch(recall.index, flt, req.query, vector, depth)
+        else:
+            found = recall.index.search(flt, req.query, vector, depth)
         total = round((time.perf_counter() - started) * 1000, 2)
         hits = found.vector[: req.limit] or found.keyword[: req.limit]
         return Answer(
@@ -523,6 +529,50 @@ class _FloorClient:
             {"items": [{"memory": {"memory_id": h.memory_id}} for h in hits]},
             {"Server-Timing": f"total;dur={total}"},
         )
+
+
+def bm25_query(flt: SearchFilter, text: str, k: int) -> dict[str, Any]:
+    """A plain BM25 keyword search under the hard filter, scored by the shard's own
+    statistics: what memvault's adapter sent before it counted its statistics under the
+    filter (``opensearch.KeywordStatistics``), and what a raw search round trip sends."""
+    return {
+        "size": k,
+        "track_total_hits": False,
+        **_RETURN,
+        "query": {
+            "bool": {
+                "filter": filter_clauses(flt),
+                "must": {
+                    "multi_match": {
+                        "query": text,
+                        "fields": ["content", "content.cjk", "key_text"],
+                        "type": "best_fields",
+                        "tie_breaker": 0.3,
+                    }
+                },
+            }
+        },
+    }
+
+
+def _one_msearch(
+    index: OpenSearchIndex, flt: SearchFilter, text: str, vector: list[float], k: int
+) -> SearchResult:
+    """One ``_msearch`` of a plain BM25 query and memvault's own vector query (exact or
+    by the graph, as memvault's recall would search the same filter): the floor's round
+    trip. memvault's recall also counts its keyword statistics under the filter, while
+    the query is embedded; that count is its own cost, not the floor's."""
+    started = time.perf_counter()
+    header = {"index": index.alias, "routing": flt.tenant_id}
+    exact = index.scores_exactly(flt)
+    body = [header, bm25_query(flt, text, k), header, vector_query(flt, vector, k, exact=exact)]
+    out = index.client.msearch(body=body)
+    keyword, near = out["responses"]
+    return SearchResult(
+        keyword=[_os_hit(h) for h in keyword["hits"]["hits"]],
+        vector=[_os_hit(h, exact=exact) for h in near["hits"]["hits"]],
+        took_ms=(time.perf_counter() - started) * 1000,
+    )
 
 
 # -------------------------------------------------------------------------------- Mem0

@@ -41,7 +41,7 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).parent))
 
 import peer_compare as pc
-from peers import CachedEmbedder, MemvaultSystem, NoPeer
+from peers import CachedEmbedder, MemvaultSystem, NoPeer, bm25_query
 
 from memvault.observability import logger
 from memvault.search import opensearch as os_search
@@ -158,7 +158,7 @@ class _Before(OpenSearchIndex):
         body: list[dict[str, Any]] = []
         labels: list[str] = []
         if text.strip():
-            body += [header, _old(os_search.keyword_query(flt, text, k))]
+            body += [header, _old(bm25_query(flt, text, k))]
             labels.append("keyword")
         if vector is not None:
             body += [header, _old(os_search.vector_query(flt, vector, k))]

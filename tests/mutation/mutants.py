@@ -744,6 +744,33 @@ MUTANTS: tuple[Mutant, ...] = (
         "ids and counts in a trace that outlives the purge (fresh probe of stop 47)",
     ),
     Mutant(
+        id="embedded-bm25-counts-hidden-memories",
+        path="layers/memvault/search/embedded.py",
+        original="        count = int(np.count_nonzero(mask))\n",
+        replacement="        count = self.count\n",
+        kill=(
+            "tests/integration/test_keyword_statistics.py"
+            "::test_hidden_and_foreign_memories_move_no_score[embedded-sqlite-keyword]",
+        ),
+        description="the embedded index counts BM25's documents over the whole subject: "
+        "a hidden memory moves the reader's scores (fresh probe of stop 49)",
+    ),
+    Mutant(
+        id="opensearch-keyword-weighs-by-the-shard",
+        path="layers/memvault/search/opensearch.py",
+        original=(
+            '                    {"constant_score": {"filter": _word_clause(w, cjk), '
+            '"boost": weight}}\n'
+        ),
+        replacement='                    {"match": {"content": {"query": w, "boost": weight}}}\n',
+        kill=(
+            "tests/integration/test_keyword_statistics.py"
+            "::test_hidden_and_foreign_memories_move_no_score[opensearch-sqlite-keyword]",
+        ),
+        description="OpenSearch's keyword search scores by the shard's BM25 statistics: "
+        "another tenant's memory moves the reader's scores",
+    ),
+    Mutant(
         id="relevance-floor-switch-ignored",
         path="layers/memvault/services/recall.py",
         original="        if not req.relevance_floor:\n            return valid\n",

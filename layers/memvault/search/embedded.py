@@ -168,7 +168,6 @@ class _Subject:
         self.postings: dict[str, tuple[list[int], list[int]]] = {}
         self._arrays: dict[str, tuple[np.ndarray, np.ndarray]] = {}
         self.count = 0
-        self.total_length = 0
 
     def _grow(self) -> None:
         import numpy as np
@@ -223,7 +222,6 @@ class _Subject:
             tfs.append(tf)
             self._arrays.pop(w, None)
         self.length[at] = len(words)
-        self.total_length += len(words)
         self.count += 1
 
     def drop(self, rid: int) -> None:
@@ -239,7 +237,6 @@ class _Subject:
             if not rows:
                 del self.postings[w]
             self._arrays.pop(w, None)
-        self.total_length -= int(self.length[at])
         self.count -= 1
         self.used[at] = False
         self.vectors.clear(at)
@@ -287,23 +284,33 @@ class _Subject:
         return held
 
     def bm25(self, words: Sequence[str], mask: np.ndarray) -> np.ndarray:
-        """BM25 of every slot (0 where no query word occurs); statistics over the subject."""
+        """BM25 of every slot ``mask`` admits (0 elsewhere, and where no query word occurs).
+
+        The statistics (how many documents, their mean length, how many hold a word) are
+        counted over the admitted slots alone: a memory the reader may not see, or that
+        the request's filters leave out, changes no weight, or an agent could learn from
+        its scores whether a hidden memory holds a word."""
         import numpy as np
 
         scores = np.zeros(self.cap, dtype=np.float32)
-        if not self.count:
+        count = int(np.count_nonzero(mask))
+        if not count:
             return scores
-        avg = max(self.total_length / self.count, 1e-9)
+        avg = max(float(self.length[mask].sum()) / count, 1e-9)
         norm = K1 * (1 - B + B * self.length / avg)
         for word in dict.fromkeys(words):
             posting = self._posting(word)
             if posting is None:
                 continue
             rows, tf = posting
-            df = len(rows)
-            idf = math.log(1 + (self.count - df + 0.5) / (df + 0.5))
+            seen = mask[rows]
+            df = int(np.count_nonzero(seen))
+            if not df:
+                continue
+            rows, tf = rows[seen], tf[seen]
+            idf = math.log(1 + (count - df + 0.5) / (df + 0.5))
             scores[rows] += idf * tf * (K1 + 1) / (tf + norm[rows])
-        return np.where(mask, scores, 0.0)
+        return scores
 
     def top(self, scores: np.ndarray, eligible: np.ndarray, k: int) -> list[Hit]:
         import numpy as np

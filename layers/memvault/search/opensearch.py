@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from memvault.observability import logger
@@ -24,6 +25,7 @@ from memvault.search.backend import (
     SearchResult,
 )
 from memvault.search.documents import IndexOp
+from memvault.search.text import query_words
 
 #: Lucene's HNSW searches with a beam of k unless told otherwise; 100 keeps recall@10
 #: at exact search's level on conversational sets at no measurable cost.
@@ -162,7 +164,60 @@ def filter_clauses(flt: SearchFilter) -> list[dict[str, Any]]:
     return clauses
 
 
-def keyword_query(flt: SearchFilter, text: str, k: int) -> dict[str, Any]:
+@dataclass(frozen=True)
+class KeywordStatistics:
+    """How many documents a recall's filter admits, and how many of them hold each of its
+    query's words (``text.query_words``): what the keyword search weighs words by.
+
+    Counted under the recall's own filter, never over the shard: OpenSearch's BM25 takes
+    its statistics from every document of the shard, and a pool deployment's tenants share
+    one, so a memory the reader may not see, or another tenant's, would change a word's
+    weight, and an agent comparing the scores of notes it planted could learn whether a
+    hidden memory holds a word."""
+
+    documents: int
+    #: (word, is CJK, how many admitted documents hold it), in query order.
+    words: tuple[tuple[str, bool, int], ...]
+
+    def weights(self) -> list[tuple[str, bool, float]]:
+        """Each word some admitted document holds, with its BM25 weight (idf)."""
+        n = self.documents
+        return [
+            (word, cjk, math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            for word, cjk, df in self.words
+            if df
+        ]
+
+
+def _word_clause(word: str, cjk: bool) -> dict[str, Any]:
+    """A document that holds ``word``: English words by their stems (content, the
+    canonical key's words), CJK pairs in the CJK field alone (the English analyzer would
+    split them into single characters)."""
+    fields = ["content.cjk"] if cjk else ["content", "key_text"]
+    return {"multi_match": {"query": word, "fields": fields}}
+
+
+def statistics_query(flt: SearchFilter, words: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    """Counts under the filter: every document (exactly), and those holding each word."""
+    return {
+        "size": 0,
+        "track_total_hits": True,
+        "query": {"bool": {"filter": filter_clauses(flt)}},
+        "aggs": {
+            "words": {
+                "filters": {
+                    "filters": {str(i): _word_clause(w, cjk) for i, (w, cjk) in enumerate(words)}
+                }
+            }
+        },
+    }
+
+
+def keyword_query(
+    flt: SearchFilter, weights: Sequence[tuple[str, bool, float]], k: int
+) -> dict[str, Any]:
+    """The documents holding the most weight of the query's words: each word counts its
+    weight once (``constant_score``), so that no statistic of the shard enters a score."""
     return {
         "size": k,
         "track_total_hits": False,
@@ -170,14 +225,11 @@ def keyword_query(flt: SearchFilter, text: str, k: int) -> dict[str, Any]:
         "query": {
             "bool": {
                 "filter": filter_clauses(flt),
-                "must": {
-                    "multi_match": {
-                        "query": text,
-                        "fields": ["content", "content.cjk", "key_text"],
-                        "type": "best_fields",
-                        "tie_breaker": 0.3,
-                    }
-                },
+                "should": [
+                    {"constant_score": {"filter": _word_clause(w, cjk), "boost": weight}}
+                    for w, cjk, weight in weights
+                ],
+                "minimum_should_match": 1,
             }
         },
     }
@@ -246,15 +298,6 @@ def exact_score(score: float) -> float:
     ``1 / (1 - p)`` below; for unit vectors ``p`` is the cosine."""
     cosine = score - 1.0 if score >= 1.0 else 1.0 - 1.0 / score
     return (1.0 + max(-1.0, min(1.0, cosine))) / 2.0
-
-
-def count_query(flt: SearchFilter) -> dict[str, Any]:
-    """How many documents the filter keeps, counted no further than ``EXACT_UP_TO``."""
-    return {
-        "size": 0,
-        "track_total_hits": EXACT_UP_TO,
-        "query": {"bool": {"filter": filter_clauses(flt)}},
-    }
 
 
 def _size_key(flt: SearchFilter) -> tuple[Any, ...]:
@@ -444,6 +487,35 @@ class OpenSearchIndex:
 
     # ---------------------------------------------------------------------- reads
 
+    def statistics(self, flt: SearchFilter, text: str) -> KeywordStatistics | None:
+        """The keyword statistics of ``text`` under ``flt`` (one request), or ``None`` for
+        a text with no word to weigh. Recall asks for them while the query is embedded."""
+        words = query_words(text)
+        if not words:
+            return None
+        out = self.client.search(
+            index=self.alias, routing=flt.tenant_id, body=statistics_query(flt, words)
+        )
+        buckets = out["aggregations"]["words"]["buckets"]
+        found = KeywordStatistics(
+            documents=int(out["hits"]["total"]["value"]),
+            words=tuple(
+                (w, cjk, int(buckets[str(i)]["doc_count"])) for i, (w, cjk) in enumerate(words)
+            ),
+        )
+        self._remember_size(_size_key(flt), found.documents)
+        return found
+
+    def scores_exactly(self, flt: SearchFilter) -> bool:
+        """Whether a vector search under ``flt`` scores every filtered document (the last
+        count under it found at most ``EXACT_UP_TO``) rather than walking the graph."""
+        return self._sizes.get(_size_key(flt), EXACT_UP_TO + 1) <= EXACT_UP_TO
+
+    def _remember_size(self, key: tuple[Any, ...], documents: int) -> None:
+        if len(self._sizes) >= 10_000:
+            self._sizes.clear()
+        self._sizes[key] = documents
+
     def search(
         self,
         flt: SearchFilter,
@@ -452,13 +524,14 @@ class OpenSearchIndex:
         k: int,
         *,
         vector_zh: Sequence[float] | None = None,
+        statistics: KeywordStatistics | None = None,
     ) -> SearchResult:
         """Keyword and vector candidates in one ``_msearch``.
 
-        A keyword search sent alone (recall sends it while the query is being embedded)
-        also counts the documents under the filter, so that the vector search after it
-        knows whether to score them exactly; both sent together count for the next search
-        under the same filter; a vector search with no count to go by walks the graph.
+        The keyword search weighs the query's words by ``statistics`` (``statistics()``,
+        asked for here when not given): counted under the filter, they also tell the vector
+        search whether to score the filtered documents exactly. A vector search alone
+        goes by the last count under the same filter, or walks the graph.
         """
         started = time.perf_counter()
         header = {"index": self.alias, "routing": flt.tenant_id}
@@ -466,12 +539,15 @@ class OpenSearchIndex:
         body: list[dict[str, Any]] = []
         labels: list[str] = []
         if text.strip():
-            body += [header, keyword_query(flt, text, k)]
-            labels.append("keyword")
-            if vector is None or key not in self._sizes:
-                body += [header, count_query(flt)]
-                labels.append("count")
-        exact = self._sizes.get(key, EXACT_UP_TO + 1) <= EXACT_UP_TO
+            if statistics is None:
+                statistics = self.statistics(flt, text)
+            else:
+                self._remember_size(key, statistics.documents)
+            weights = statistics.weights() if statistics is not None else []
+            if weights:
+                body += [header, keyword_query(flt, weights, k)]
+                labels.append("keyword")
+        exact = self.scores_exactly(flt)
         if vector is not None:
             body += [header, vector_query(flt, vector, k, exact=exact)]
             labels.append("vector")
@@ -491,14 +567,6 @@ class OpenSearchIndex:
                         logger.warning("chinese vector search failed", extra={"error": kind})
                         continue
                     raise RuntimeError(f"search failed: {kind}")
-                if label == "count":
-                    total = response["hits"]["total"]
-                    if len(self._sizes) >= 10_000:
-                        self._sizes.clear()
-                    self._sizes[key] = (
-                        int(total["value"]) if total["relation"] == "eq" else EXACT_UP_TO + 1
-                    )
-                    continue
                 scored_exactly = exact and label != "keyword"
                 lists[label] = [_hit(h, exact=scored_exactly) for h in response["hits"]["hits"]]
         return SearchResult(

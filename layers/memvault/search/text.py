@@ -84,3 +84,19 @@ _NOT_CONTENT = STOPWORDS | FUNCTION_WORDS
 def content_tokens(text: str) -> list[str]:
     """``tokens`` without function words: what a text says it is about."""
     return tokens(text, _NOT_CONTENT)
+
+
+def query_words(text: str) -> list[tuple[str, bool]]:
+    """The words a keyword search weighs one by one: each English word that is not a
+    stop word, once per stem (as written, for the index's analyzer to stem), and each
+    pair of CJK characters (a lone one alone); with whether it is CJK. In query order."""
+    lowered = text.lower()
+    words = [w for w in _WORD.findall(_CJK.sub(" ", lowered)) if w not in STOPWORDS]
+    out: dict[str, tuple[str, bool]] = {}
+    for word, stem in zip(words, _stemmer().stemWords(words), strict=True):
+        out.setdefault(stem, (word, False))
+    for run in _CJK.findall(lowered):
+        pairs = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
+        for pair in pairs:
+            out.setdefault(pair, (pair, True))
+    return list(out.values())

@@ -1,0 +1,79 @@
+"""What a reader may not see moves none of its recall's scores.
+
+BM25 weighs a word by how many documents hold it. Counted over the whole subject (the
+embedded index) or the whole shard (OpenSearch, where a pool deployment's tenants share
+one index), a memory the reader may not read, or another tenant's, changes the weight of
+a word it holds: an agent that plants notes with a word and compares their scores learns
+whether a hidden memory holds that word (a fresh probe found it, stop 49), or how many
+hidden memories there are. Statistics
+are now counted over what the recall's own filter admits. Run on both search backends
+and both stores.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from moto import mock_aws
+
+from memvault.embeddings.hashing import HashingEmbedder
+from memvault_wire.memory import Sensitivity
+from memvault_wire.recall import RecallRequest
+from tests.support.harness import a_write, ctx
+from tests.support.opensearch import opensearch_url
+from tests.support.recall import BACKENDS, RecallRig, drop_opensearch_index, make_rig
+
+QUERY = "apple cherry zephyrine"
+READER = ctx(agent_role="support")  # an agent with an internal ceiling
+
+
+@pytest.fixture(params=[(b, s) for b in BACKENDS for s in ("dynamodb", "sqlite")], ids="-".join)
+def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
+    backend, store = request.param
+    with mock_aws():
+        url = opensearch_url() if backend == "opensearch" else None
+        built = make_rig(backend, HashingEmbedder(), opensearch_url=url, store=store)
+        try:
+            yield built
+        finally:
+            if backend == "opensearch":
+                drop_opensearch_index(built.index)
+
+
+def _write(
+    rig: RecallRig, content: str, *, tenant: str = "acme", subject: str = "u-1", **kw: Any
+) -> None:
+    body = {"request_id": uuid.uuid4().hex, "kind": "semantic", "canonical_key": None, **kw}
+    writer = ctx(tenant, subject, max_sensitivity=Sensitivity.PII)
+    rig.services.memory.write(writer, subject, a_write(content=content, **body))
+
+
+def _scores(rig: RecallRig, mode: str) -> dict[str, float]:
+    rig.sync()
+    result = rig.services.recall.recall(
+        READER, "u-1", RecallRequest(query=QUERY, mode=mode, relevance_floor=False)
+    )
+    # To four places: OpenSearch's float32 scores move a relevance by 1e-6 between two
+    # recalls of the same data; a weight counted over hidden memories moves it by 1e-2.
+    return {i.memory.content: round(i.why.relevance, 4) for i in result.items}
+
+
+@pytest.mark.parametrize("mode", ["keyword", "hybrid"])
+def test_hidden_and_foreign_memories_move_no_score(rig: RecallRig, mode: str) -> None:
+    # "apple" twice: its weight against the others' then depends on how many documents
+    # are counted, so a hidden memory without any of the words moves it too.
+    for word in ("apple", "apple pie", "cherry", "zephyrine"):
+        _write(rig, f"Canary note number one about {word} here")
+    _write(rig, "Planted filler about nothing much")
+    before = _scores(rig, mode)
+    assert len(before) >= 4
+    # Each holds the rare word, and none may be read by this reader.
+    _write(rig, "Zephyrine clinic notes", sensitivity=Sensitivity.PII)
+    _write(rig, "Zephyrine plan for the clinic team", visibility=["clinic"])
+    _write(rig, "Zephyrine budget of another tenant", tenant="globex")
+    _write(rig, "Zephyrine notes about another subject", subject="u-2")
+    _write(rig, "A zephyrine candidate", source={"type": "model_inferred"})
+    assert _scores(rig, mode) == before
