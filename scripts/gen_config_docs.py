@@ -79,7 +79,8 @@ ERROR_NOTES: dict[str, str] = {
     "finished run.",
     "operation_conflict": "An operation record that may not move to the status sent (`COMMITTED` "
     "and `FAILED` are final), or recorded again with another result.",
-    "media_type_not_allowed": "An artifact's media type outside the tenant's allowed list.",
+    "media_type_not_allowed": "A request body sent as another media type than "
+    "`application/json`, or an artifact's media type outside the tenant's allowed list.",
     "checksum_mismatch": "An artifact commit whose stored bytes differ from the declared size "
     "or sha256; the upload is removed and nothing is committed.",
     "upload_incomplete": "An artifact commit before any object arrived.",

@@ -16,7 +16,7 @@ from memvault.api.routes.health import PUBLIC_PATHS
 from memvault.config import get_settings
 from memvault.identity.tokens import TokenVerifier, bearer_token
 from memvault_local.bodies import BodyTooLarge, read_bounded
-from memvault_wire.errors import MemvaultError, PayloadTooLarge, Unauthorized
+from memvault_wire.errors import MemvaultError, PayloadTooLarge, Unauthorized, ValidationFailed
 
 #: API Gateway's own payload limit; the handler enforces memvault's smaller one.
 GATEWAY_MAX_BODY = 10 * 1024 * 1024
@@ -60,7 +60,18 @@ class ApiGatewayAdapter:
             raw = read_bounded(request.stream, limit)
         except BodyTooLarge:
             return _error(body_too_large(limit))
-        body = raw.decode("utf-8", "replace") or None
+        try:
+            body = raw.decode("utf-8") or None
+        except UnicodeDecodeError as err:
+            # Repaired, the body would be another request than the one sent (and than a
+            # proxy or log that read the bytes saw); the offset names no content.
+            return _error(
+                ValidationFailed(
+                    f"the request body is not valid UTF-8 (byte {err.start}); send JSON "
+                    "encoded as UTF-8",
+                    {"retryable": False},
+                )
+            )
         event = proxy_event(
             request.method,
             request.path,

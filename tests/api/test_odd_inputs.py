@@ -423,6 +423,27 @@ def test_bodies_that_read_differently_to_different_parsers_are_refused(
 
 
 @pytest.mark.parametrize(
+    ("path", "body"),
+    [
+        ("/v1/subjects/u-1/recall", [{"query": "allergies"}, {"limit": "x", "bogus": 1}]),
+        (MEMORIES, [memory_body(request_id="arr-1"), {"request_id": ""}]),
+        (MEMORIES, [memory_body(request_id="arr-2")]),
+        ("/v1/subjects/u-1/recall", "allergies"),
+        ("/v1/subjects/u-1/recall", None),
+        ("/v1/subjects/u-1/recall", 7),
+    ],
+    ids=["recall array", "write array", "array of one", "string", "null", "number"],
+)
+def test_a_body_that_is_not_one_object_is_a_422(api: Any, path: str, body: Any) -> None:
+    """A fresh probe (stop 49): a JSON array was answered 200 on recall and 201 on a write,
+    validation having taken its first item for the model and dropped the rest unread, so
+    that a proxy or log reading the whole body saw another request."""
+    answer = _send("POST", path, json.dumps(body))
+    assert (answer.status, answer.code) == (422, "validation_failed"), answer.body
+    assert "one JSON object" in json.dumps(answer.body)
+
+
+@pytest.mark.parametrize(
     ("field", "value"),
     [
         ("ttl_seconds", True),

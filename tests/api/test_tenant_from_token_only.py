@@ -127,3 +127,23 @@ def test_the_local_gateway_adapter_takes_the_tenant_from_the_token_only(
     ).memory
     got = client.get(f"{BASE}/{theirs.memory_id}", headers=headers)
     assert got.status_code == 404
+
+
+def test_the_local_gateway_adapter_refuses_a_body_that_is_not_utf8(api: MemoryService) -> None:
+    """A fresh probe (stop 49): invalid UTF-8 was repaired (U+FFFD) and the write answered
+    201, storing another text than the bytes sent. It is a 422 naming the byte, and
+    nothing is written."""
+    adapter = ApiGatewayAdapter(FixedVerifier(claims("acme")), lambda_handler)  # type: ignore[arg-type]
+    client = Client(adapter)
+    raw = json.dumps(memory_body(content="caf\u00e9 order"), ensure_ascii=False).encode()
+    raw = raw.replace(b"\xc3\xa9", b"\xe9")  # Latin-1, not UTF-8
+    answer = client.post(
+        BASE,
+        data=raw,
+        headers={"Authorization": "Bearer any", "Content-Type": "application/json"},
+    )
+    body = json.loads(answer.get_data(as_text=True))
+    assert answer.status_code == 422, body
+    assert body["error"]["code"] == "validation_failed"
+    assert "not valid UTF-8" in body["error"]["message"]
+    assert api.list_memories(ctx("acme"), "u-1").items == []

@@ -147,6 +147,11 @@ def test_remember_then_recall_finds_it(conn: McpConnection) -> None:
     rows = [row for row in text.splitlines() if row.startswith(prefix)]
     assert len(rows) == 1
     assert rows[0].endswith(f'] "Prefers green tea in the afternoon {marker}"')
+    # The model's cosine, as the API's why.similarity: what tells a weak match (a recall
+    # asked without the relevance floor) from a strong one (fresh probe, stop 49).
+    item = next(i for i in ok(found)["items"] if i["memory"]["memory_id"] == memory["memory_id"])
+    similarity = item["why"]["similarity"]
+    assert f" · similarity {similarity:.3f}] " in rows[0]
 
 
 def test_correct_bumps_the_version_and_a_stale_version_conflicts(conn: McpConnection) -> None:

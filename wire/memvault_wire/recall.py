@@ -36,7 +36,13 @@ class RecallRequest(BaseModel):
     #: the embedder's relevance floor. ``False``: the best matches come back whatever
     #: their similarity, for a caller that would rather judge weak matches than get
     #: none. The hard filters and re-validation apply either way.
-    relevance_floor: bool = Field(default=True, strict=True)
+    relevance_floor: bool = Field(
+        default=True,
+        strict=True,
+        description="true (the default): a query about nothing the subject holds gets "
+        "nothing, by the embedder's relevance floor. false: the best matches come back "
+        "whatever their similarity; the hard filters and re-validation apply either way.",
+    )
     #: The run or task this recall serves, recorded in its trace (ids only).
     run_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")
     task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9][A-Za-z0-9_.:@+-]{0,127}$")

@@ -69,8 +69,9 @@ def internal_response(correlation_id: str | None) -> Response[Any]:
 
 def documented(status: int, model: Any, *errors: int) -> dict[int, OpenAPIResponse]:
     """OpenAPI entries: the success answer and its model, the error answers a route can give,
-    and those every protected route can give."""
-    codes = sorted({*errors, 401, 413, 422, 429, 500})
+    and those every protected route can give (415: a body sent as another media type than
+    JSON, ``app._not_json``)."""
+    codes = sorted({*errors, 401, 413, 415, 422, 429, 500})
     responses: dict[int, OpenAPIResponse] = {
         status: {"description": "success", "content": {"application/json": {"model": model}}}
     }

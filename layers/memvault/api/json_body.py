@@ -6,6 +6,8 @@ hide in it.
   says names SHOULD be unique; we refuse an object whose names are not.
 - U+0000 (NUL) in any string or key: it ends a string in C, so a log line, a search
   engine or a terminal shows less than was stored.
+- A body that is not one object (``[{...}, {...}]``): Powertools' validation takes the
+  first item of an array for a model and drops the rest unread.
 - An integer of more than 4,300 digits: Python's int parsing limit raises a plain
   ``ValueError`` inside ``json.loads`` (a 500 before), not a ``JSONDecodeError``. No
   memvault field takes a number anywhere near that long.
@@ -20,6 +22,7 @@ import json
 from typing import Any
 
 NUL_REFUSED = "strings must not contain U+0000 (NUL)"
+NOT_AN_OBJECT = "the body must be one JSON object, not an array or a bare value"
 NUMBER_TOO_LONG = (
     "a number has more digits than any field takes; send each number within its "
     "field's range (see GET /v1/openapi.json)"
@@ -54,8 +57,9 @@ def _holds_nul(value: Any) -> bool:
 
 
 def loads(body: str | bytes) -> Any:
-    """``body`` parsed; ``json.JSONDecodeError`` for malformed JSON, a repeated key, a
-    NUL in any string or key or an integer too long to parse."""
+    """``body`` parsed; ``json.JSONDecodeError`` for malformed JSON, a body that is not
+    one object, a repeated key, a NUL in any string or key or an integer too long to
+    parse."""
     text = body.decode("utf-8") if isinstance(body, bytes) else body
     try:
         value = json.loads(text, object_pairs_hook=_unique_pairs)
@@ -70,4 +74,8 @@ def loads(body: str | bytes) -> Any:
     # A NUL can only come from a \u0000 escape (json refuses raw control characters).
     if "\\u0000" in text and _holds_nul(value):
         raise json.JSONDecodeError(NUL_REFUSED, text, 0)
+    if not isinstance(value, dict):
+        # Every body is one object; validation would take the first item of an array
+        # and drop the rest unread.
+        raise json.JSONDecodeError(NOT_AN_OBJECT, text, 0)
     return value

@@ -138,7 +138,9 @@ def quoted(text: str) -> str:
     return json.dumps(as_data(text), ensure_ascii=False)
 
 
-def memory_line(m: MemoryOut, *, score: float | None = None) -> str:
+def memory_line(
+    m: MemoryOut, *, score: float | None = None, similarity: float | None = None
+) -> str:
     label = [
         f"{as_data(m.memory_id)} v{m.version}",
         m.source.type.value,
@@ -149,6 +151,10 @@ def memory_line(m: MemoryOut, *, score: float | None = None) -> str:
         label.append(f"key {quoted(m.canonical_key)}")
     if score is not None:
         label.append(f"score {score:.3f}")
+    if similarity is not None:
+        # The model's cosine: a recall asked without the relevance floor returns weak
+        # matches too, and this is what tells them apart.
+        label.append(f"similarity {similarity:.3f}")
     return f"- [{' · '.join(label)}] {quoted(m.content)}"
 
 
@@ -162,7 +168,9 @@ def render_recall(found: RecallOut) -> str:
         f"recalled: {len(found.items)} memor{'y' if len(found.items) == 1 else 'ies'}. "
         f"{found.notice}",
     ]
-    lines.extend(memory_line(i.memory, score=i.score) for i in found.items)
+    lines.extend(
+        memory_line(i.memory, score=i.score, similarity=i.why.similarity) for i in found.items
+    )
     for c in found.conflicts:
         ids = ", ".join(as_data(i) for i in c.memory_ids)
         lines.append(f"conflict: key {quoted(c.canonical_key)} is stated differently by {ids}")

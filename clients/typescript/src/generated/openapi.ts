@@ -1391,6 +1391,7 @@ export interface components {
             query: string;
             /**
              * Relevance Floor
+             * @description true (the default): a query about nothing the subject holds gets nothing, by the embedder's relevance floor. false: the best matches come back whatever their similarity; the hard filters and re-validation apply either way.
              * @default true
              */
             relevance_floor: boolean;
@@ -1852,6 +1853,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -2008,6 +2018,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -2090,6 +2109,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2189,6 +2217,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2298,6 +2335,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -2382,6 +2428,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2484,6 +2539,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2595,6 +2659,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -2679,6 +2752,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -2873,6 +2955,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -2963,6 +3054,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3067,6 +3167,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -3150,6 +3259,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3247,6 +3365,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -3317,6 +3444,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3397,6 +3533,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3503,6 +3648,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -3580,6 +3734,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3686,6 +3849,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -3765,6 +3937,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3853,6 +4034,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -3953,6 +4143,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4061,6 +4260,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -4142,6 +4350,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4237,6 +4454,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -4318,6 +4544,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -4392,6 +4627,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4496,6 +4740,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -4577,6 +4830,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
@@ -4685,6 +4947,15 @@ export interface operations {
                     "application/json": components["schemas"]["ErrorBody"];
                 };
             };
+            /** @description media_type_not_allowed */
+            415: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
             /** @description validation_failed, consent_required, secret_detected, illegal_transition, checksum_mismatch, artifact_not_committed */
             422: {
                 headers: {
@@ -4770,6 +5041,15 @@ export interface operations {
             };
             /** @description payload_too_large */
             413: {
+                headers: {
+                    [name: string]: unknown;
+                };
+                content: {
+                    "application/json": components["schemas"]["ErrorBody"];
+                };
+            };
+            /** @description media_type_not_allowed */
+            415: {
                 headers: {
                     [name: string]: unknown;
                 };
