@@ -45,10 +45,10 @@ def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
 
 def _write(
     rig: RecallRig, content: str, *, tenant: str = "acme", subject: str = "u-1", **kw: Any
-) -> None:
+) -> Any:
     body = {"request_id": uuid.uuid4().hex, "kind": "semantic", "canonical_key": None, **kw}
     writer = ctx(tenant, subject, max_sensitivity=Sensitivity.PII)
-    rig.services.memory.write(writer, subject, a_write(content=content, **body))
+    return rig.services.memory.write(writer, subject, a_write(content=content, **body)).memory
 
 
 def _scores(rig: RecallRig, mode: str) -> dict[str, float]:
@@ -77,3 +77,69 @@ def test_hidden_and_foreign_memories_move_no_score(rig: RecallRig, mode: str) ->
     _write(rig, "Zephyrine notes about another subject", subject="u-2")
     _write(rig, "A zephyrine candidate", source={"type": "model_inferred"})
     assert _scores(rig, mode) == before
+
+
+def _answer(rig: RecallRig, query: str, limit: int) -> tuple[Any, ...]:
+    """Everything a reader observes of one recall: items (ids, ranks, scores), conflicts
+    and the trace's counts and drops."""
+    rig.sync()
+    result = rig.services.recall.recall(
+        READER, "u-1", RecallRequest(query=query, limit=limit, relevance_floor=False)
+    )
+    trace = rig.services.traces.recall_trace(READER, result.recall_id)
+    return (
+        [
+            (i.memory.memory_id, i.why.keyword_rank, i.why.vector_rank, round(i.why.relevance, 4))
+            for i in result.items
+        ],
+        [sorted(c.memory_ids) for c in result.conflicts],
+        dict(trace.candidates),
+        [(d.reason, d.memory_id) for d in trace.dropped],
+        trace.dropped_withheld,
+    )
+
+
+@pytest.mark.parametrize(
+    "hidden",
+    [
+        {"sensitivity": Sensitivity.PII},
+        {"visibility": ["clinic"]},
+        {"sensitivity": Sensitivity.PII, "source": {"type": "model_inferred"}},
+        {"sensitivity": Sensitivity.PII, "ttl_seconds": 1},
+    ],
+    ids=["above the ceiling", "outside the role", "a hidden candidate", "hidden, expired"],
+)
+def test_naming_a_hidden_facts_key_changes_nothing(rig: RecallRig, hidden: dict[str, Any]) -> None:
+    """A fresh probe (stop 49): a fact the reader may not read, found by the key the
+    query named, took a place in re-validation's first batch (a limit of 1 then answered
+    another memory, and conflicts lost one) and, expired or still a candidate, was
+    counted in the trace. The answer is now the same whether or not it exists."""
+    for n in range(4):
+        _write(rig, f"Billing address note {n}: invoices go to the office", scope={})
+    _write(rig, "Ships by courier", canonical_key="shipping-preference", scope={"site": "a"})
+    _write(rig, "Ships by post", canonical_key="shipping-preference", scope={})
+    query = "billing-address and shipping-preference"
+    before = [_answer(rig, query, limit) for limit in (1, 10)]
+    _write(
+        rig, "Billing address is the clinic", canonical_key="billing-address", scope={}, **hidden
+    )
+    if "ttl_seconds" in hidden:
+        rig.clock.advance(seconds=5)
+    after = [_answer(rig, query, limit) for limit in (1, 10)]
+    assert after == before
+
+
+def test_equal_scores_rank_by_chain_id_not_by_where_the_index_put_them(rig: RecallRig) -> None:
+    """A fresh probe (stop 49): equal scores were ranked in the embedded index's slot
+    order, and a slot is reused after a delete, so a note's rank told whether a memory
+    the reader may not see had been deleted. Equal scores now rank by chain id."""
+    notes = [_write(rig, f"Tied note about the zephyrine plan, take {n}") for n in range(6)]
+    rig.sync()
+    # Written in an order that is not their chain ids' (slots follow the writes).
+    assert [m.chain_id for m in notes] != sorted(m.chain_id for m in notes)
+    result = rig.services.recall.recall(
+        READER, "u-1", RecallRequest(query="zephyrine plan", mode="keyword")
+    )
+    ranked = [(i.why.keyword_rank, i.memory.chain_id) for i in result.items]
+    assert len(ranked) == len(notes)
+    assert [chain for _, chain in sorted(ranked)] == sorted(chain for _, chain in ranked)

@@ -771,6 +771,52 @@ MUTANTS: tuple[Mutant, ...] = (
         "another tenant's memory moves the reader's scores",
     ),
     Mutant(
+        id="hidden-named-fact-takes-a-revalidation-place",
+        path="layers/memvault/services/recall.py",
+        original=(
+            '        named = [c for c in ordered if c.sources == ["canonical_key"]]\n'
+            '        ordered = [c for c in ordered if c.sources != ["canonical_key"]]\n'
+        ),
+        replacement="        named: list[_Candidate] = []\n",
+        kill=(
+            "tests/integration/test_keyword_statistics.py"
+            "::test_naming_a_hidden_facts_key_changes_nothing[embedded-sqlite-above the ceiling]",
+        ),
+        description="a fact the reader may not read, named by key, takes a place in "
+        "re-validation's first batch and changes the answer (fresh probe of stop 49)",
+    ),
+    Mutant(
+        id="hidden-named-fact-counted-when-expired-or-candidate",
+        path="layers/memvault/services/recall.py",
+        original=(
+            "        if m.sensitivity.rank > ctx.max_sensitivity.rank:\n"
+            '            return "ceiling"\n'
+        ),
+        replacement=(
+            "        if m.status is MemoryStatus.CANDIDATE:\n"
+            '            return "candidate_status"\n'
+            "        if m.sensitivity.rank > ctx.max_sensitivity.rank:\n"
+            '            return "ceiling"\n'
+        ),
+        kill=(
+            "tests/integration/test_keyword_statistics.py"
+            "::test_naming_a_hidden_facts_key_changes_nothing[embedded-sqlite-a hidden candidate]",
+        ),
+        description="a hidden candidate fact named by key is counted in the trace, its "
+        "status judged before the reader's access",
+    ),
+    Mutant(
+        id="ties-rank-in-index-order",
+        path="layers/memvault/services/recall.py",
+        original="            sorted(hits, key=lambda h: (-h.score, h.chain_id))\n",
+        replacement="            list(hits)\n",
+        kill=(
+            "tests/integration/test_keyword_statistics.py"
+            "::test_equal_scores_rank_by_chain_id_not_by_where_the_index_put_them[embedded-sqlite]",
+        ),
+        description="equal scores rank in the index's slot order, which a hidden delete moves",
+    ),
+    Mutant(
         id="relevance-floor-switch-ignored",
         path="layers/memvault/services/recall.py",
         original="        if not req.relevance_floor:\n            return valid\n",

@@ -318,14 +318,26 @@ class _Subject:
         slots = np.flatnonzero(eligible)
         if not len(slots):
             return []
-        chosen = slots[np.lexsort((slots, -scores[slots]))[:k]]
+        ranked = slots[np.lexsort((slots, -scores[slots]))]
+        chosen = ranked[:k].tolist()
+        if len(ranked) > k and scores[ranked[k]] == scores[ranked[k - 1]]:
+            # Equal scores at the cut: which of them make it is decided by chain id, not
+            # by slot (a slot is reused after a delete the caller may not see).
+            cut = scores[ranked[k - 1]]
+            above = ranked[scores[ranked] > cut].tolist()
+            tied = sorted(ranked[scores[ranked] == cut].tolist(), key=self._chain_of)
+            chosen = above + tied[: k - len(above)]
         out = []
-        for at in chosen.tolist():
+        for at in chosen:
             hit = self.hits[at]
             assert hit is not None
             chain_id, memory_id, version = hit
             out.append(Hit(chain_id, memory_id, version, float(scores[at])))
         return out
+
+    def _chain_of(self, at: int) -> str:
+        hit = self.hits[at]
+        return "" if hit is None else hit[0]
 
 
 class EmbeddedIndex:

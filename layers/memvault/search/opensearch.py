@@ -217,10 +217,13 @@ def keyword_query(
     flt: SearchFilter, weights: Sequence[tuple[str, bool, float]], k: int
 ) -> dict[str, Any]:
     """The documents holding the most weight of the query's words: each word counts its
-    weight once (``constant_score``), so that no statistic of the shard enters a score."""
+    weight once (``constant_score``), so that no statistic of the shard enters a score.
+    Equal scores (common: a score is a sum of word weights) are ordered by chain id, not by
+    where the documents sit in the shard, which other writers' merges move."""
     return {
         "size": k,
         "track_total_hits": False,
+        "sort": [{"_score": "desc"}, {"chain_id": "asc"}],
         **_RETURN,
         "query": {
             "bool": {

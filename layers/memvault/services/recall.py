@@ -494,6 +494,13 @@ class RecallService:
         weight = self.settings.recall_vector_weight
         if weight is None:
             weight = self.tuning.vector_weight
+        # Equal scores rank by chain id, not in the index's order: that order follows
+        # where documents sit (reused slots, merged segments), which writes and deletes
+        # the caller may not see move.
+        keyword, vector, vector_zh = (
+            sorted(hits, key=lambda h: (-h.score, h.chain_id))
+            for hits in (keyword, vector, vector_zh)
+        )
         candidates: dict[str, _Candidate] = {}
         for rank, (hit, share) in enumerate(zip(keyword, normalised(keyword), strict=True), 1):
             c = candidates.setdefault(hit.chain_id, _Candidate(hit.chain_id, hit.memory_id))
@@ -645,8 +652,13 @@ class RecallService:
         """The candidates the table allows, read back in batches from the best, and how
         many of ``ordered`` were read back; the subject's epoch each batch was judged
         under is added to ``epochs``."""
+        # Facts found only by the key the query named are read back on their own: one the
+        # caller may not read must take no place among the others, or naming a key would
+        # change the answer (and tell the caller that a hidden fact holds it).
+        named = [c for c in ordered if c.sources == ["canonical_key"]]
+        ordered = [c for c in ordered if c.sources != ["canonical_key"]]
+        valid = self._revalidate(ctx, subject_id, named, req, now, drops, epochs)
         # Validate the best first; go deeper only when the table refused some of them.
-        valid: list[tuple[_Candidate, Memory]] = []
         start, step = 0, req.limit + 2
         while start < len(ordered) and len(valid) < req.limit:
             valid += self._revalidate(
@@ -662,7 +674,7 @@ class RecallService:
                 ctx, subject_id, ordered[start:window], req, now, drops, epochs
             )
             start = window
-        return valid, min(start, len(ordered))
+        return valid, len(named) + min(start, len(ordered))
 
     def _revalidate(
         self,
@@ -803,14 +815,17 @@ class RecallService:
             return "deleted"
         if m.status is MemoryStatus.SUPERSEDED:
             return "superseded"
-        if m.status is MemoryStatus.EXPIRED or now >= m.expires_at:
-            return "expired"
-        if m.status is MemoryStatus.CANDIDATE:
-            return "candidate_status"
+        # What the caller may not read is named so before its expiry or status: a trace
+        # leaves such a fact out when the query named its key (``_untraced``), and one
+        # that had expired or was still a candidate was counted.
         if m.sensitivity.rank > ctx.max_sensitivity.rank:
             return "ceiling"
         if not ctx.may_read(m.sensitivity, m.visibility):
             return "visibility"
+        if m.status is MemoryStatus.EXPIRED or now >= m.expires_at:
+            return "expired"
+        if m.status is MemoryStatus.CANDIDATE:
+            return "candidate_status"
         return "filtered"
 
     @staticmethod
