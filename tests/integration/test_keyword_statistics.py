@@ -17,30 +17,20 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from memvault.embeddings.hashing import HashingEmbedder
 from memvault_wire.memory import Sensitivity
 from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
-from tests.support.opensearch import opensearch_url
-from tests.support.recall import BACKENDS, RecallRig, drop_opensearch_index, make_rig
+from tests.support.recall import RIG_PARAMS, RecallRig, rig_for
 
 QUERY = "apple cherry zephyrine"
 READER = ctx(agent_role="support")  # an agent with an internal ceiling
 
 
-@pytest.fixture(params=[(b, s) for b in BACKENDS for s in ("dynamodb", "sqlite")], ids="-".join)
+@pytest.fixture(params=RIG_PARAMS, ids="-".join)
 def rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
-    backend, store = request.param
-    with mock_aws():
-        url = opensearch_url() if backend == "opensearch" else None
-        built = make_rig(backend, HashingEmbedder(), opensearch_url=url, store=store)
-        try:
-            yield built
-        finally:
-            if backend == "opensearch":
-                drop_opensearch_index(built.index)
+    yield from rig_for(request.param, HashingEmbedder())
 
 
 def _write(

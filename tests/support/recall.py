@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import tempfile
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
@@ -134,3 +135,25 @@ def make_rig(
         backoff_seconds=0.0,
     )
     return RecallRig(services, index, indexer, pump, client, clock, cfg)
+
+
+#: Every search backend on every store: (backend, store) pairs, named "backend-store".
+RIG_PARAMS = [(b, s) for b in BACKENDS for s in ("dynamodb", "sqlite")]
+
+
+def rig_for(param: tuple[str, str], embedder: Embedder) -> Iterator[RecallRig]:
+    """A rig for one of ``RIG_PARAMS`` inside ``mock_aws``, its OpenSearch index dropped
+    after."""
+    from moto import mock_aws
+
+    from tests.support.opensearch import opensearch_url
+
+    backend, store = param
+    with mock_aws():
+        url = opensearch_url() if backend == "opensearch" else None
+        built = make_rig(backend, embedder, opensearch_url=url, store=store)
+        try:
+            yield built
+        finally:
+            if backend == "opensearch":
+                drop_opensearch_index(built.index)
