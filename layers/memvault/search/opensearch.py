@@ -537,14 +537,11 @@ class OpenSearchIndex:
         """
         started = time.perf_counter()
         header = {"index": self.alias, "routing": flt.tenant_id}
-        key = _size_key(flt)
         body: list[dict[str, Any]] = []
         labels: list[str] = []
         if text.strip():
             if statistics is None:
                 statistics = self.statistics(flt, text)
-            else:
-                self._remember_size(key, statistics.documents)
             weights = statistics.weights() if statistics is not None else []
             if weights:
                 body += [header, keyword_query(flt, weights, k)]

@@ -70,11 +70,15 @@ def tokens(text: str, stop: frozenset[str] = STOPWORDS) -> list[str]:
     lowered = text.lower()
     words = _WORD.findall(_CJK.sub(" ", lowered))
     out: list[str] = list(_stemmer().stemWords([w for w in words if w not in stop]))
+    out.extend(_cjk_pairs(lowered))
+    return out
+
+
+def _cjk_pairs(lowered: str) -> list[str]:
+    """Each pair of adjacent CJK characters in ``lowered`` (a lone one alone)."""
+    out: list[str] = []
     for run in _CJK.findall(lowered):
-        if len(run) == 1:
-            out.append(run)
-        else:
-            out.extend(run[i : i + 2] for i in range(len(run) - 1))
+        out.extend([run] if len(run) == 1 else (run[i : i + 2] for i in range(len(run) - 1)))
     return out
 
 
@@ -95,8 +99,6 @@ def query_words(text: str) -> list[tuple[str, bool]]:
     out: dict[str, tuple[str, bool]] = {}
     for word, stem in zip(words, _stemmer().stemWords(words), strict=True):
         out.setdefault(stem, (word, False))
-    for run in _CJK.findall(lowered):
-        pairs = [run] if len(run) == 1 else [run[i : i + 2] for i in range(len(run) - 1)]
-        for pair in pairs:
-            out.setdefault(pair, (pair, True))
+    for pair in _cjk_pairs(lowered):
+        out.setdefault(pair, (pair, True))
     return list(out.values())
