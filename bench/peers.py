@@ -534,7 +534,7 @@ class _FloorClient:
 def bm25_query(flt: SearchFilter, text: str, k: int) -> dict[str, Any]:
     """A plain BM25 keyword search under the hard filter, scored by the shard's own
     statistics: what memvault's adapter sent before it counted its statistics under the
-    filter (``opensearch.keyword_window``), and what a raw search round trip sends."""
+    filter (``opensearch.KeywordStatistics``), and what a raw search round trip sends."""
     return {
         "size": k,
         "track_total_hits": False,
@@ -560,9 +560,8 @@ def _one_msearch(
 ) -> SearchResult:
     """One ``_msearch`` of a plain BM25 query and memvault's own vector query (exact or
     by the graph, as memvault's recall would search the same filter): the floor's round
-    trip. memvault's keyword search is a window that also counts its statistics under the
-    filter (sent while the query is embedded), scored in the recall: its own cost, not
-    the floor's."""
+    trip. memvault's recall also counts its keyword statistics under the filter, while
+    the query is embedded; that count is its own cost, not the floor's."""
     started = time.perf_counter()
     header = {"index": index.alias, "routing": flt.tenant_id}
     exact = index.scores_exactly(flt)

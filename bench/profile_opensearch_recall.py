@@ -9,12 +9,11 @@ The recall service is wired as ``build_services`` wires it for OpenSearch: trace
 
 Then the whole recall call (``RecallRequest`` validation to answer) of three variants,
 taken in turn query by query so that a noisy moment of the machine falls on each alike:
-``before`` (the adapter's searches as they were: plain BM25, ids from ``_source``,
-always the HNSW graph; the keyword search sent while the query is embedded), ``now`` (the
-adapter and wiring as they are: the keyword window, which also counts its statistics
-under the filter, sent while the query is embedded, then the k-NN search) and
-``now_after_embedding`` (the same adapter with both searches in one ``_msearch`` after
-the embedding). Each call
+``before`` (the adapter's searches as they were: ids from ``_source``, always the HNSW
+graph; the keyword search sent while the query is embedded), ``now`` (the adapter and
+wiring as they are: both searches in one ``_msearch`` after the embedding, as for any node
+on this machine) and ``now_overlapped`` (the same adapter with the keyword search sent
+during the embedding, as for a remote node). Each call
 is split into phases by wrapping its collaborators: query embedding, OpenSearch's own
 ``took`` per search request (the rest of ``t_search`` is HTTP, JSON and waiting),
 exact-key lookup, re-validation reads, relevance floor and the trace write; ``t_*`` are
@@ -198,10 +197,10 @@ def _variants_of(system: MemvaultSystem) -> dict[str, RecallService]:
         model_version=recall.embedder.model_version,
         dimensions=recall.embedder.dimensions,
     )
-    # The wiring sends the keyword search while the query is embedded; the same adapter
-    # sending both searches after the embedding, to compare.
-    after = copy.copy(index)
-    after.remote = False
+    # The wiring sends both searches after the embedding to a node on this machine; the
+    # same adapter overlapping the keyword search with the embedding, to compare.
+    overlapped = copy.copy(index)
+    overlapped.remote = True
 
     def service(idx: Any) -> RecallService:
         return RecallService(
@@ -214,7 +213,7 @@ def _variants_of(system: MemvaultSystem) -> dict[str, RecallService]:
             ids=recall.ids,
         )
 
-    return {"before": service(before), "now": recall, "now_after_embedding": service(after)}
+    return {"before": service(before), "now": recall, "now_overlapped": service(overlapped)}
 
 
 def profile(system: MemvaultSystem, queries: list[str], count: int) -> None:

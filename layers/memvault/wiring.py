@@ -77,7 +77,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
         return index
     if not settings.search_endpoint:
         return None
-    from memvault.search.opensearch import OpenSearchIndex, opensearch_client
+    from memvault.search.opensearch import OpenSearchIndex, is_loopback, opensearch_client
 
     chinese = chinese_embedder_from_settings(settings)
     return OpenSearchIndex(
@@ -95,6 +95,7 @@ def search_index(settings: Settings, embedder: Embedder) -> SearchIndex | None:
         reader_role_arns=settings.search_reader_role_arns,
         writer_role_arns=settings.search_writer_role_arns,
         refresh_interval=settings.search_refresh_interval,
+        remote=not is_loopback(settings.search_endpoint),
     )
 
 

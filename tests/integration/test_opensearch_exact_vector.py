@@ -137,6 +137,12 @@ def test_a_filter_past_the_exact_limit_walks_the_graph(
     assert "knn" in sent[-1][1]["query"]
 
 
+def test_loopback_endpoints_are_local() -> None:
+    assert adapter.is_loopback("http://127.0.0.1:9200")
+    assert adapter.is_loopback("http://localhost:9200")
+    assert not adapter.is_loopback("https://search-x.eu-west-1.es.amazonaws.com")
+
+
 def test_an_index_is_made_with_the_tight_merge_policy(index: OpenSearchIndex) -> None:
     """Fewer segments per tier than Lucene's default: a recall's exact scoring works segment
     by segment, and at 100,000 memories it took half the time on a third of the segments

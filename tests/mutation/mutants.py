@@ -756,50 +756,19 @@ MUTANTS: tuple[Mutant, ...] = (
         "a hidden memory moves the reader's scores (fresh probe of stop 49)",
     ),
     Mutant(
-        id="opensearch-keyword-counts-the-whole-subject",
+        id="opensearch-keyword-weighs-by-the-shard",
         path="layers/memvault/search/opensearch.py",
         original=(
-            '                "filter": filter_clauses(flt),\n'
-            '                "should": [\n'
-            '                    {"constant_score": {"filter": clause, "boost": boost, '
-            '"_name": str(i)}}\n'
+            '                    {"constant_score": {"filter": _word_clause(w, cjk), '
+            '"boost": weight}}\n'
         ),
-        replacement=(
-            '                "filter": filter_clauses(flt)[:2],\n'
-            '                "should": [\n'
-            '                    {"constant_score": {"filter": clause, "boost": boost, '
-            '"_name": str(i)}}\n'
-        ),
+        replacement='                    {"match": {"content": {"query": w, "boost": weight}}}\n',
         kill=(
             "tests/integration/test_keyword_statistics.py"
             "::test_hidden_and_foreign_memories_move_no_score[opensearch-sqlite-keyword]",
         ),
-        description="OpenSearch's keyword window counts its statistics over the whole "
-        "subject: a memory above the reader's ceiling moves the reader's scores",
-    ),
-    Mutant(
-        id="keyword-window-taken-unproven",
-        path="layers/memvault/search/opensearch.py",
-        original="    if len(best) == k and best[-1].score * (1 + TIE) >= bound:\n",
-        replacement="    if len(best) == k:\n",
-        kill=(
-            "tests/integration/test_opensearch_keyword_window.py"
-            "::test_the_window_answers_as_the_exact_search_does",
-        ),
-        description="a keyword window that cannot show it holds the best k is taken "
-        "as the answer: a better document outside it is lost",
-    ),
-    Mutant(
-        id="keyword-window-bound-ignores-holders-outside",
-        path="layers/memvault/search/opensearch.py",
-        original='    bound = _outside_bound(idf, boosts, outside, float(hits[-1]["_score"]))\n',
-        replacement='    bound = float(hits[-1]["_score"])\n',
-        kill=(
-            "tests/integration/test_opensearch_keyword_window.py"
-            "::test_the_window_answers_as_the_exact_search_does",
-        ),
-        description="the bound on a document outside the window is its estimate, not "
-        "the weight its words could hold",
+        description="OpenSearch's keyword search scores by the shard's BM25 statistics: "
+        "another tenant's memory moves the reader's scores",
     ),
     Mutant(
         id="hidden-named-fact-takes-a-revalidation-place",

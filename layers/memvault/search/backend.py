@@ -89,9 +89,8 @@ class SearchResult:
 class SearchIndex(Protocol):
     #: The physical index (or folder) in use, named after the embedding model.
     name: str
-    #: True for an index outside this process (an OpenSearch node, even on this machine):
-    #: recall then sends the keyword search while the query is being embedded, instead of
-    #: both searches after it.
+    #: True for an index across the network: recall then sends the keyword search while
+    #: the query is being embedded, instead of both searches after it.
     remote: bool
 
     def ensure(self) -> None:

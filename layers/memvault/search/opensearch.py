@@ -45,18 +45,6 @@ EXACT_UP_TO = 20_000
 #: force-merged segment; loading took 30% longer for the extra merging
 #: (bench/profile_opensearch_recall.py's corpus shape, one node on two cores). Both are
 #: dynamic index settings, set when an index is made.
-#: A keyword search brings back this many times the candidates asked for, to be scored
-#: here by the statistics it counts under the filter (``keyword_window``). At 100,000
-#: memories (10,000 a subject), three times 40 showed its best 40 without another request
-#: for nearly every query once the filter's word counts were known
-#: (bench/profile_opensearch_recall.py).
-KEYWORD_WINDOW = 3
-#: Keyword scores this close (relative) are equal: the node sums a window's boosts in
-#: single precision (``window_best``).
-TIE = 3e-5
-#: At most so many word counts are kept for the next windows' boosts (then all are
-#: forgotten and counted again).
-COUNTS_KEPT = 50_000
 MERGE_POLICY = {"segments_per_tier": 3, "max_merge_at_once": 3}
 #: Each segment keeps its documents in (tenant, subject) order, so that one subject's
 #: memories lie together: the filter's documents are one run of doc ids, and exact
@@ -191,16 +179,12 @@ class KeywordStatistics:
     #: (word, is CJK, how many admitted documents hold it), in query order.
     words: tuple[tuple[str, bool, int], ...]
 
-    def idf(self) -> list[float]:
-        """Each word's BM25 weight, in query order (0 for a word no document holds)."""
-        n = self.documents
-        return [math.log(1 + (n - df + 0.5) / (df + 0.5)) if df else 0.0 for _, _, df in self.words]
-
     def weights(self) -> list[tuple[str, bool, float]]:
         """Each word some admitted document holds, with its BM25 weight (idf)."""
+        n = self.documents
         return [
-            (word, cjk, weight)
-            for (word, cjk, df), weight in zip(self.words, self.idf(), strict=True)
+            (word, cjk, math.log(1 + (n - df + 0.5) / (df + 0.5)))
+            for word, cjk, df in self.words
             if df
         ]
 
@@ -213,115 +197,20 @@ def _word_clause(word: str, cjk: bool) -> dict[str, Any]:
     return {"multi_match": {"query": word, "fields": fields}}
 
 
-def keyword_window(
-    flt: SearchFilter, words: Sequence[tuple[str, bool]], boosts: Sequence[float], size: int
-) -> dict[str, Any]:
-    """One request that counts the keyword statistics under the filter and brings back
-    the ``size`` documents holding the most of the query's words, each word weighed by
-    an estimate of its weight (``boosts``, all positive).
-
-    Every document the filter admits matches (a ``filter`` with optional ``should``
-    clauses), so the total is the filter's count; a ``filters`` aggregation counts the
-    documents holding each word; each hit names the words it holds (``matched_queries``),
-    so that :func:`window_best` scores it by the counted weights. A document holding none
-    of the words scores 0 and sorts last."""
-    clauses = [_word_clause(w, cjk) for w, cjk in words]
+def statistics_query(flt: SearchFilter, words: Sequence[tuple[str, bool]]) -> dict[str, Any]:
+    """Counts under the filter: every document (exactly), and those holding each word."""
     return {
-        "size": size,
+        "size": 0,
         "track_total_hits": True,
-        **_RETURN,
-        "query": {
-            "bool": {
-                "filter": filter_clauses(flt),
-                "should": [
-                    {"constant_score": {"filter": clause, "boost": boost, "_name": str(i)}}
-                    for i, (clause, boost) in enumerate(zip(clauses, boosts, strict=True))
-                ],
+        "query": {"bool": {"filter": filter_clauses(flt)}},
+        "aggs": {
+            "words": {
+                "filters": {
+                    "filters": {str(i): _word_clause(w, cjk) for i, (w, cjk) in enumerate(words)}
+                }
             }
         },
-        "aggs": {"words": {"filters": {"filters": {str(i): c for i, c in enumerate(clauses)}}}},
     }
-
-
-def window_best(
-    response: dict[str, Any],
-    words: Sequence[tuple[str, bool]],
-    boosts: Sequence[float],
-    size: int,
-    k: int,
-) -> tuple[KeywordStatistics, list[Hit] | None]:
-    """The statistics a :func:`keyword_window` of ``size`` counted, and the best ``k`` of its hits
-    scored by them (each word a hit holds counts its weight once), best first, equal
-    scores by chain id; or ``None`` for the hits when the window cannot show that no
-    document outside it scores more than its ``k``-th.
-
-    The window is complete when it holds every document that holds a word (it came back
-    short, or ends on a document holding none). Otherwise a document outside it
-    estimated no higher than the window's last (its node score, the sum of its words'
-    boosts) and holds only words that some document outside the window holds (a word's
-    count exceeds the window's holders of it). :func:`_outside_bound` bounds the weight
-    such a document can hold; the window's best are the best of all when its ``k``-th
-    reaches that bound, within ``TIE`` (the node's single-precision sums tell no finer).
-    An equal score outside may then tie the ``k``-th, as the shard's order would decide
-    among equal scores at the cut of any search."""
-    buckets = response["aggregations"]["words"]["buckets"]
-    statistics = KeywordStatistics(
-        documents=int(response["hits"]["total"]["value"]),
-        words=tuple(
-            (w, cjk, int(buckets[str(i)]["doc_count"])) for i, (w, cjk) in enumerate(words)
-        ),
-    )
-    idf = statistics.idf()
-    hits = response["hits"]["hits"]
-    held = [0] * len(words)
-    scored: list[Hit] = []
-    for h in hits:
-        matched = [int(name) for name in h.get("matched_queries", ())]
-        if not matched:
-            break  # the rest hold no word either: they sort after every holder
-        for i in matched:
-            held[i] += 1
-        fields = h["fields"]
-        scored.append(
-            Hit(
-                chain_id=fields["chain_id"][0],
-                memory_id=fields["memory_id"][0],
-                memory_version=int(fields["memory_version"][0]),
-                score=math.fsum(idf[i] for i in matched),
-            )
-        )
-    scored.sort(key=lambda hit: (-hit.score, hit.chain_id))
-    best = scored[:k]
-    if len(hits) < size or len(scored) < len(hits):
-        return statistics, best
-    outside = [df > n for (_, _, df), n in zip(statistics.words, held, strict=True)]
-    bound = _outside_bound(idf, boosts, outside, float(hits[-1]["_score"]))
-    if len(best) == k and best[-1].score * (1 + TIE) >= bound:
-        return statistics, best
-    return statistics, None
-
-
-def _outside_bound(
-    idf: Sequence[float], boosts: Sequence[float], outside: Sequence[bool], cap: float
-) -> float:
-    """The most weight a document outside a window can hold: its words' boosts sum to at
-    most ``cap`` (the node sums them in single precision, hence the small allowance), and
-    it holds only words marked ``outside``. The fractional knapsack's greedy answer is at
-    least the best whole choice, so this is an upper bound."""
-    room = cap * (1 + 1e-5)
-    items = sorted(
-        ((idf[i], boosts[i]) for i in range(len(idf)) if outside[i] and idf[i] > 0),
-        key=lambda item: item[0] / item[1],
-        reverse=True,
-    )
-    total = 0.0
-    for value, boost in items:
-        if boost <= room:
-            total += value
-            room -= boost
-        else:
-            return total + value * room / boost
-    return total
 
 
 def keyword_query(
@@ -439,12 +328,6 @@ def _hit(h: dict[str, Any], *, exact: bool = False) -> Hit:
 
 
 class OpenSearchIndex:
-    #: Outside this process, even on this machine: recall sends the keyword search while
-    #: the query is embedded (``SearchIndex.remote``). On a node sharing this machine's two
-    #: cores, at 100,000 memories, that took 1.11-1.15 times the floor at the median
-    #: against 1.23 for both searches after the embedding (bench/profile_opensearch_recall.py).
-    remote = True
-
     def __init__(
         self,
         client: Any,
@@ -459,8 +342,12 @@ class OpenSearchIndex:
         reader_role_arns: Sequence[str] = (),
         writer_role_arns: Sequence[str] = (),
         refresh_interval: str = "1s",
-        keyword_window: int = KEYWORD_WINDOW,
+        remote: bool = True,
     ) -> None:
+        #: False for a node on this machine (the local stack's): the keyword search would
+        #: compete with the query's embedding for the same cores, so recall sends both
+        #: searches together after it (see SearchIndex.remote).
+        self.remote = remote
         self.client = client
         self.alias = alias
         self.name = f"{alias}--{model_slug}"
@@ -473,13 +360,8 @@ class OpenSearchIndex:
         self.writer_role_arns = list(writer_role_arns)
         self.refresh_interval = refresh_interval
         self._ensured = False
-        #: How many times ``k`` candidates a keyword search brings back to score here.
-        self.keyword_window = max(1, keyword_window)
         #: Per filter, how many documents it kept when last counted (see EXACT_UP_TO).
         self._sizes: dict[tuple[Any, ...], int] = {}
-        #: Per filter and word, how many of its documents held the word when last
-        #: counted: the next window's boosts (``_boosts``).
-        self._counts: dict[tuple[Any, ...], int] = {}
 
     # ---------------------------------------------------------------------- admin
 
@@ -607,39 +489,34 @@ class OpenSearchIndex:
 
     # ---------------------------------------------------------------------- reads
 
+    def statistics(self, flt: SearchFilter, text: str) -> KeywordStatistics | None:
+        """The keyword statistics of ``text`` under ``flt`` (one request), or ``None`` for
+        a text with no word to weigh. Recall asks for them while the query is embedded."""
+        words = query_words(text)
+        if not words:
+            return None
+        out = self.client.search(
+            index=self.alias, routing=flt.tenant_id, body=statistics_query(flt, words)
+        )
+        buckets = out["aggregations"]["words"]["buckets"]
+        found = KeywordStatistics(
+            documents=int(out["hits"]["total"]["value"]),
+            words=tuple(
+                (w, cjk, int(buckets[str(i)]["doc_count"])) for i, (w, cjk) in enumerate(words)
+            ),
+        )
+        self._remember_size(_size_key(flt), found.documents)
+        return found
+
     def scores_exactly(self, flt: SearchFilter) -> bool:
         """Whether a vector search under ``flt`` scores every filtered document (the last
         count under it found at most ``EXACT_UP_TO``) rather than walking the graph."""
         return self._sizes.get(_size_key(flt), EXACT_UP_TO + 1) <= EXACT_UP_TO
 
-    def _remember(self, key: tuple[Any, ...], statistics: KeywordStatistics) -> None:
-        """Keep a window's counts under its filter: the size decides the next vector
-        search's exactness, the word counts estimate the next window's boosts."""
+    def _remember_size(self, key: tuple[Any, ...], documents: int) -> None:
         if len(self._sizes) >= 10_000:
             self._sizes.clear()
-        if len(self._counts) >= COUNTS_KEPT:
-            self._counts.clear()
-        self._sizes[key] = statistics.documents
-        for word, cjk, df in statistics.words:
-            self._counts[(key, word, cjk)] = df
-
-    def _boosts(self, key: tuple[Any, ...], words: Sequence[tuple[str, bool]]) -> list[float]:
-        """Estimates of the words' weights, to choose a window by (``keyword_window``):
-        their counts under the same filter when a window last counted them, and for a
-        word never counted there the mean of the others; all alike when none was. They
-        hold counts of what the same filter admitted, so the reader could see what they
-        were counted from; and they choose only which documents the window brings back to
-        be scored, never a score (``window_best``)."""
-        documents = self._sizes.get(key)
-        known: list[float | None] = [None] * len(words)
-        if documents is not None:
-            for i, (word, cjk) in enumerate(words):
-                df = self._counts.get((key, word, cjk))
-                if df is not None:
-                    known[i] = math.log(1 + (documents - df + 0.5) / (df + 0.5))
-        counted = [w for w in known if w is not None]
-        fill = math.fsum(counted) / len(counted) if counted else 1.0
-        return [max(w if w is not None else fill, 1e-3) for w in known]
+        self._sizes[key] = documents
 
     def search(
         self,
@@ -649,28 +526,26 @@ class OpenSearchIndex:
         k: int,
         *,
         vector_zh: Sequence[float] | None = None,
+        statistics: KeywordStatistics | None = None,
     ) -> SearchResult:
         """Keyword and vector candidates in one ``_msearch``.
 
-        The keyword search is a window of ``keyword_window`` times ``k`` documents
-        (``keyword_window``) that also counts its statistics under the filter; its hits
-        are scored here by those counts. When the window cannot show that it holds the
-        best ``k`` (``window_best``), one more request asks for them by the counted
-        weights (``keyword_query``). The count under the filter also tells the next vector
-        search under it whether to score the filtered documents exactly; until a count,
-        it walks the graph.
+        The keyword search weighs the query's words by ``statistics`` (``statistics()``,
+        asked for here when not given): counted under the filter, they also tell the vector
+        search whether to score the filtered documents exactly. A vector search alone
+        goes by the last count under the same filter, or walks the graph.
         """
         started = time.perf_counter()
         header = {"index": self.alias, "routing": flt.tenant_id}
-        key = _size_key(flt)
         body: list[dict[str, Any]] = []
         labels: list[str] = []
-        words = query_words(text) if text.strip() else []
-        boosts = self._boosts(key, words)
-        size = k * self.keyword_window
-        if words:
-            body += [header, keyword_window(flt, words, boosts, size)]
-            labels.append("keyword")
+        if text.strip():
+            if statistics is None:
+                statistics = self.statistics(flt, text)
+            weights = statistics.weights() if statistics is not None else []
+            if weights:
+                body += [header, keyword_query(flt, weights, k)]
+                labels.append("keyword")
         exact = self.scores_exactly(flt)
         if vector is not None:
             body += [header, vector_query(flt, vector, k, exact=exact)]
@@ -691,38 +566,14 @@ class OpenSearchIndex:
                         logger.warning("chinese vector search failed", extra={"error": kind})
                         continue
                     raise RuntimeError(f"search failed: {kind}")
-                if label == "keyword":
-                    lists[label] = self._keyword_best(flt, key, response, words, boosts, k)
-                else:
-                    lists[label] = [_hit(h, exact=exact) for h in response["hits"]["hits"]]
+                scored_exactly = exact and label != "keyword"
+                lists[label] = [_hit(h, exact=scored_exactly) for h in response["hits"]["hits"]]
         return SearchResult(
             keyword=lists["keyword"],
             vector=lists["vector"],
             took_ms=(time.perf_counter() - started) * 1000,
             vector_zh=lists["vector_zh"],
         )
-
-    def _keyword_best(
-        self,
-        flt: SearchFilter,
-        key: tuple[Any, ...],
-        response: dict[str, Any],
-        words: Sequence[tuple[str, bool]],
-        boosts: Sequence[float],
-        k: int,
-    ) -> list[Hit]:
-        """The best ``k`` keyword hits: the window's, or (when it cannot show they are)
-        those of one more search by the counted weights."""
-        statistics, best = window_best(response, words, boosts, k * self.keyword_window, k)
-        self._remember(key, statistics)
-        if best is not None:
-            return best
-        out = self.client.search(
-            index=self.alias,
-            routing=flt.tenant_id,
-            body=keyword_query(flt, statistics.weights(), k),
-        )
-        return [_hit(h) for h in out["hits"]["hits"]]
 
     def get(self, tenant_id: str, chain_id: str) -> tuple[int, dict[str, Any]] | None:
         from opensearchpy.exceptions import NotFoundError
@@ -751,6 +602,14 @@ class OpenSearchIndex:
 
     def refresh(self) -> None:
         self.client.indices.refresh(index=self.name)
+
+
+def is_loopback(endpoint: str) -> bool:
+    """Whether an endpoint names this machine (a local node shares its cores)."""
+    from urllib.parse import urlsplit
+
+    host = urlsplit(endpoint if "//" in endpoint else f"//{endpoint}").hostname or ""
+    return host in ("localhost", "::1") or host.startswith("127.")
 
 
 def opensearch_client(endpoint: str, *, region: str, sigv4: bool) -> Any:

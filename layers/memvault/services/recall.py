@@ -223,17 +223,22 @@ class RecallService:
         depth = max(self.settings.recall_candidates, req.limit * 2)
         text = req.query if req.mode != "vector" else ""
         early: Future[SearchResult] | None = None
+        counted: Future[Any] | None = None
         if text and req.mode == "hybrid" and getattr(index, "remote", False):
             # Across the network, the keyword search needs no vector: it runs while the
             # query is embedded, and only the k-NN search waits for the embedding.
             early = _SEARCHES.submit(index.search, flt, text, None, depth)
+        elif text and req.mode == "hybrid" and hasattr(index, "statistics"):
+            # An index that counts its keyword statistics under the filter (OpenSearch)
+            # counts them while the query is embedded; both searches go after it.
+            counted = _SEARCHES.submit(index.statistics, flt, text)
         second: Future[list[float]] | None = None
         if req.mode != "keyword" and self.chinese is not None and self._routed_to_chinese(req):
             second = _EMBEDDINGS.submit(self.chinese.embed_query, req.query)
         try:
             vector = self.embedder.embed_query(req.query) if req.mode != "keyword" else None
         except BaseException:
-            for pending in (early, second):
+            for pending in (early, second, counted):
                 if pending is not None:
                     pending.cancel()
             raise
@@ -243,6 +248,8 @@ class RecallService:
         # the port's older signature.
         extra: dict[str, Any] = {} if vector_zh is None else {"vector_zh": vector_zh}
         try:
+            if counted is not None:
+                extra["statistics"] = counted.result()
             if early is None:
                 found = index.search(flt, text, vector, depth, **extra)
             else:
