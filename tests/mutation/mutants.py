@@ -771,6 +771,30 @@ MUTANTS: tuple[Mutant, ...] = (
         "another tenant's memory moves the reader's scores",
     ),
     Mutant(
+        id="query-words-stemmed-unlike-the-index",
+        path="layers/memvault/search/text.py",
+        original="    for word, stem in zip(words, _porter().stemWords(words), strict=True):\n",
+        replacement="    for word, stem in zip(words, _stemmer().stemWords(words), strict=True):\n",
+        kill=(
+            "tests/integration/test_opensearch_query_words.py"
+            "::test_words_the_index_stems_alike_count_once",
+        ),
+        description="OpenSearch's query words are told apart by Snowball's stems, not the "
+        "index's Porter stems: a word is dropped or weighed twice (fresh probe of stop 50)",
+    ),
+    Mutant(
+        id="query-words-unbounded",
+        path="layers/memvault/search/text.py",
+        original="    return list(out.values())[:MAX_QUERY_WORDS]\n",
+        replacement="    return list(out.values())\n",
+        kill=(
+            "tests/integration/test_opensearch_query_words.py"
+            "::test_a_query_of_thousands_of_words_is_searched[2000 CJK characters]",
+        ),
+        description="a query of more words than the node takes in one query gets a "
+        "retryable 503 every time (fresh probe of stop 50)",
+    ),
+    Mutant(
         id="hidden-named-fact-takes-a-revalidation-place",
         path="layers/memvault/services/recall.py",
         original=(
