@@ -9,37 +9,35 @@ Every embedder gives unit vectors (``embeddings.base``), and exact scoring relie
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opensearchpy import OpenSearch
 
 from memvault.search import opensearch as adapter
 from memvault.search.backend import SearchFilter
 from memvault.search.opensearch import OpenSearchIndex
-from tests.support.opensearch import opensearch_url
+from tests.support.opensearch import scratch_index
 
 DIM = 8
 
 
 @pytest.fixture(scope="module")
 def index() -> Iterator[OpenSearchIndex]:
-    client = OpenSearch(hosts=[opensearch_url()], timeout=30)
-    alias = f"test-exact-{uuid.uuid4().hex[:10]}"
-    idx = OpenSearchIndex(
-        client, alias, model_slug="m", model_id="m", model_version="1", dimensions=DIM
-    )
-    idx.ensure()
-    rng = random.Random(5)
-    for n in range(90):
-        tenant = "t-a" if n % 3 else "t-b"  # t-b shares subject ids with t-a
-        _put(idx, n, tenant, f"s-{n % 2}", _unit([rng.gauss(0, 1) for _ in range(DIM)]), n % 5 == 0)
-    idx.refresh()
-    yield idx
-    for name in idx.alias_target():
-        client.indices.delete(index=name, ignore_unavailable=True)
+    with scratch_index("test-exact", DIM) as idx:
+        rng = random.Random(5)
+        for n in range(90):
+            tenant = "t-a" if n % 3 else "t-b"  # t-b shares subject ids with t-a
+            _put(
+                idx,
+                n,
+                tenant,
+                f"s-{n % 2}",
+                _unit([rng.gauss(0, 1) for _ in range(DIM)]),
+                n % 5 == 0,
+            )
+        idx.refresh()
+        yield idx
 
 
 def _unit(vec: list[float]) -> list[float]:

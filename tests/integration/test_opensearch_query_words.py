@@ -10,17 +10,15 @@ On a real node."""
 from __future__ import annotations
 
 import random
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from opensearchpy import OpenSearch
 
 from memvault.search import text
 from memvault.search.backend import SearchFilter
 from memvault.search.opensearch import OpenSearchIndex
-from tests.support.opensearch import opensearch_url
+from tests.support.opensearch import scratch_index
 
 DIM = 4
 CONTENTS = [
@@ -34,33 +32,26 @@ CONTENTS = [
 
 @pytest.fixture(scope="module")
 def index() -> Iterator[OpenSearchIndex]:
-    client = OpenSearch(hosts=[opensearch_url()], timeout=30)
-    alias = f"test-words-{uuid.uuid4().hex[:10]}"
-    idx = OpenSearchIndex(
-        client, alias, model_slug="m", model_id="m", model_version="1", dimensions=DIM
-    )
-    idx.ensure()
-    for n, content in enumerate(CONTENTS):
-        doc: dict[str, Any] = {
-            "doc_type": "memory",
-            "chain_id": f"chn_{n:02d}",
-            "memory_id": f"mem_{n:02d}",
-            "memory_version": 1,
-            "tenant_id": "t-a",
-            "subject_id": "s-1",
-            "kind": "semantic",
-            "status": "active",
-            "content": content,
-            "sensitivity_rank": 1,
-            "visible_to_all": True,
-            "expires_at": "2999-01-01T00:00:00Z",
-            "embedding": [0.5] * DIM,
-        }
-        idx.client.index(index=idx.name, id=f"chn_{n:02d}", body=doc, routing="t-a")
-    idx.refresh()
-    yield idx
-    for name in idx.alias_target():
-        client.indices.delete(index=name, ignore_unavailable=True)
+    with scratch_index("test-words", DIM) as idx:
+        for n, content in enumerate(CONTENTS):
+            doc: dict[str, Any] = {
+                "doc_type": "memory",
+                "chain_id": f"chn_{n:02d}",
+                "memory_id": f"mem_{n:02d}",
+                "memory_version": 1,
+                "tenant_id": "t-a",
+                "subject_id": "s-1",
+                "kind": "semantic",
+                "status": "active",
+                "content": content,
+                "sensitivity_rank": 1,
+                "visible_to_all": True,
+                "expires_at": "2999-01-01T00:00:00Z",
+                "embedding": [0.5] * DIM,
+            }
+            idx.client.index(index=idx.name, id=f"chn_{n:02d}", body=doc, routing="t-a")
+        idx.refresh()
+        yield idx
 
 
 def _flt() -> SearchFilter:

@@ -8,10 +8,14 @@ The answer is computed once per process, so a session-scoped fixture can simply 
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import subprocess
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 SCRIPT = REPO_ROOT / "scripts" / "opensearch.sh"
@@ -40,3 +44,28 @@ def opensearch_url() -> str:
             f"{result.stdout}{result.stderr}"
         )
     return f"http://127.0.0.1:{port}"
+
+
+@contextlib.contextmanager
+def scratch_index(prefix: str, dimensions: int) -> Iterator[Any]:
+    """A fresh ``OpenSearchIndex`` (model ``m``) on the test node under a unique alias
+    starting with ``prefix``, made, and deleted with its indexes afterwards."""
+    from opensearchpy import OpenSearch
+
+    from memvault.search.opensearch import OpenSearchIndex
+
+    client = OpenSearch(hosts=[opensearch_url()], timeout=30)
+    idx = OpenSearchIndex(
+        client,
+        f"{prefix}-{uuid.uuid4().hex[:10]}",
+        model_slug="m",
+        model_id="m",
+        model_version="1",
+        dimensions=dimensions,
+    )
+    idx.ensure()
+    try:
+        yield idx
+    finally:
+        for name in idx.alias_target():
+            client.indices.delete(index=name, ignore_unavailable=True)
