@@ -773,7 +773,9 @@ MUTANTS: tuple[Mutant, ...] = (
     Mutant(
         id="query-words-stemmed-unlike-the-index",
         path="layers/memvault/search/text.py",
-        original="    for word, stem in zip(words, _porter().stemWords(words), strict=True):\n",
+        original=(
+            '    for word, stem in zip(words, _stemmer("porter").stemWords(words), strict=True):\n'
+        ),
         replacement="    for word, stem in zip(words, _stemmer().stemWords(words), strict=True):\n",
         kill=(
             "tests/integration/test_opensearch_query_words.py"
