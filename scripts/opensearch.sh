@@ -10,7 +10,8 @@
 # a SHA-1 pinned below where Central publishes none) and is assembled once, read-only, under ${MEMVAULT_CACHE:-$HOME/.cache/memvault}/opensearch/:
 #   - the integ-test-zip distribution (core + transport-netty4, no bundled JDK),
 #   - lang-painless and analysis-common, published only as jars, turned into modules,
-#   - the k-NN plugin (Lucene engine only: its nmslib/faiss native libraries are absent).
+#   - the k-NN plugin (Lucene engine only: its nmslib/faiss native libraries are absent;
+#     an index made with either engine stops the node at its first refresh).
 # The node's config, data and logs live in ${MEMVAULT_OPENSEARCH_HOME}, by default
 # $HOME/.memvault/opensearch-<port>. OpenSearch refuses to run as root, so as root it runs
 # as the unprivileged system user ${MEMVAULT_OPENSEARCH_USER:-memvault-os}.
