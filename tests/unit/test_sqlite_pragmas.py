@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import sqlite3
 from pathlib import Path
 
-from memvault.storage.sqlite.db import MMAP_BYTES, Database, Migration
+from memvault.storage.sqlite.db import MMAP_BYTES, PAGE_BYTES, Database, Migration
 from memvault.storage.sqlite.schema import MIGRATIONS
 
 
@@ -33,5 +34,37 @@ def test_a_new_file_is_mapped_too(tmp_path: Path) -> None:
         with db.read() as conn:
             assert conn.execute("PRAGMA mmap_size").fetchone()[0] == MMAP_BYTES
             assert conn.execute("SELECT x FROM t").fetchall()[0][0] == 1
+    finally:
+        db.close()
+
+
+def test_a_new_file_has_pages_that_hold_a_memory_whole(tmp_path: Path) -> None:
+    """A memory's row is about 1.2 KB. In 4 KB pages a ``WITHOUT ROWID`` table keeps about
+    1,000 bytes of it in the page and the rest in an overflow page of its own, so every
+    read-back touched two pages and the table took three times its size."""
+    db = Database(tmp_path / "memvault.db", MIGRATIONS)
+    try:
+        with db.read() as conn:
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES == 8192
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+    finally:
+        db.close()
+
+
+def test_a_file_made_with_other_pages_keeps_them_and_its_data(tmp_path: Path) -> None:
+    """The page size is set only where the file is new: an older store opens as it was."""
+    path = tmp_path / "old.db"
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA page_size=4096")
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.execute("CREATE TABLE t (x)")
+    raw.execute("INSERT INTO t VALUES (7)")
+    raw.commit()
+    raw.close()
+    db = Database(path, [Migration(1, "one table", ("CREATE TABLE IF NOT EXISTS t (x)",))])
+    try:
+        with db.read() as conn:
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == 4096
+            assert conn.execute("SELECT x FROM t").fetchall()[0][0] == 7
     finally:
         db.close()

@@ -38,6 +38,14 @@ BUSY_TIMEOUT_MS = 10_000
 #: 100,000). Safe here because the file never shrinks under a mapping: the store runs no
 #: VACUUM and no auto-vacuum. Writes still go through the pager.
 MMAP_BYTES = 256 * 1024 * 1024
+#: The page size of a new file (an existing file keeps the size it was made with). A
+#: memory's row (about 1.2 KB, most of it its body) does not fit in a 4 KB page of a
+#: ``WITHOUT ROWID`` table, which keeps at most about 1,000 bytes of a row in the page and
+#: puts the rest in an overflow page of its own: at 100,000 memories the table took 446 MB
+#: in 4 KB pages and 155 MB in 8 KB ones. Re-validating a recall's twelve rows there took
+#: 1.06 -> 0.66 ms at the median inside recall (the same store, copied both ways).
+#: Writes measured as fast (about 500 a second either way).
+PAGE_BYTES = 8192
 
 
 @dataclass(frozen=True)
@@ -122,6 +130,9 @@ class Database:
             check_same_thread=False,
         )
         conn.row_factory = sqlite3.Row
+        # Before the journal mode: switching a new, empty file to WAL writes its header,
+        # and with it the page size.
+        conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
         conn.execute("PRAGMA journal_mode=WAL")
         # In WAL mode NORMAL keeps every committed transaction through a crash of the
         # process (kill -9 included): the WAL is fsynced at each checkpoint, not at each
