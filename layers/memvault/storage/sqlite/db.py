@@ -31,13 +31,19 @@ from memvault_wire.errors import InternalError, Throttled
 #: How long a writer waits for the write lock before the operation is refused as busy.
 BUSY_TIMEOUT_MS = 10_000
 #: How much of the file each connection reads through memory-mapped I/O rather than a
-#: read() per page. Recall reads its candidates back by key on every call, through a
-#: connection leased from the pool, whose own page cache may not hold their pages; mapped,
-#: those pages come from the OS's cache without a system call each (re-validating a
-#: recall's twelve rows, mean 1.24 -> 0.92 ms at 10,000 memories, p50 1.52 -> 1.36 ms at
-#: 100,000). Safe here because the file never shrinks under a mapping: the store runs no
-#: VACUUM and no auto-vacuum. Writes still go through the pager.
-MMAP_BYTES = 256 * 1024 * 1024
+#: read() per page: all of it, up to SQLite's own build limit (``SQLITE_MAX_MMAP_SIZE``,
+#: 2 GB less 64 KB by default; SQLite lowers a larger request to it). Recall reads its
+#: candidates back by key on every call, through a connection leased from the pool, whose
+#: own page cache may not hold their pages; mapped, those pages come from the OS's cache
+#: without a system call each, and a page once read stays mapped while the connection
+#: lives. A page beyond the mapping is read into the OS's cache unmapped, where a kernel
+#: that reclaims idle file pages (DAMON's ``pageout`` on unmapped pages, as on the bench
+#: machine) drops it after a minute. With 256 MB of a 100,000-memory store (540 MB)
+#: mapped, memvault's recall p95 over its floor's was 1.22-1.25 in three runs of 600
+#: recalls, against 1.12-1.16 with the file mapped whole (``docs/testing.md``). Safe here
+#: because the file never shrinks under a mapping: the store runs no VACUUM and no
+#: auto-vacuum. Writes still go through the pager.
+MMAP_BYTES = 0x7FFF0000
 #: The page size of a new file (an existing file keeps the size it was made with). A
 #: memory's row (about 1.2 KB, most of it its body) does not fit in a 4 KB page of a
 #: ``WITHOUT ROWID`` table, which keeps at most about 1,000 bytes of a row in the page and
