@@ -13,13 +13,7 @@ from memvault_wire.memory import (
     DeletionJob,
     DeletionScope,
     DeletionState,
-    IndexStatus,
     Memory,
-    MemoryKind,
-    MemoryStatus,
-    Sensitivity,
-    Source,
-    SourceType,
 )
 
 
@@ -67,41 +61,48 @@ def memory_to_item(m: Memory) -> dict[str, Any]:
 
 
 def memory_from_item(item: dict[str, Any]) -> Memory:
-    return Memory(
-        memory_id=item["memory_id"],
-        tenant_id=item["tenant_id"],
-        subject_id=item["subject_id"],
-        chain_id=item["chain_id"],
-        kind=MemoryKind(item["kind"]),
-        canonical_key=item.get("canonical_key"),
-        content=item["content"],
-        tags=item.get("tags", []),
-        scope=item.get("scope", {}),
-        source=Source(
-            type=SourceType(item["source_type"]),
-            ref=item.get("source_ref"),
-            thread=item.get("source_thread"),
-            turn=None if item.get("source_turn") is None else int(item["source_turn"]),
-        ),
-        sensitivity=Sensitivity(item["sensitivity"]),
-        consent=item["consent"],
-        confidence=item.get("confidence"),
-        visibility=item.get("visibility", []),
-        status=MemoryStatus(item["status"]),
-        version=item["version"],
-        valid_from=parse_iso(item["valid_from"]),
-        expires_at=parse_iso(item["expires_at"]),
-        supersedes_id=item.get("supersedes_id"),
-        content_hash=item["content_hash"],
-        index_status=IndexStatus(item["index_status"]),
-        embedding_model=item.get("embedding_model"),
-        artifact_id=item.get("artifact_id"),
-        request_id=item.get("request_id"),
-        created_by=item["created_by"],
-        created_at=parse_iso(item["created_at"]),
-        updated_at=parse_iso(item["updated_at"]),
-        subject_epoch=item.get("subject_epoch", 0),
-        language=item.get("language", "auto"),
+    """A version from its plain record. The model parses the stored strings itself (kinds,
+    times, the nested source) in one validation: recall reads back every candidate, and
+    converting each field in Python first took twice as long a row."""
+    turn = item.get("source_turn")
+    return Memory.model_validate(
+        {
+            "memory_id": item["memory_id"],
+            "tenant_id": item["tenant_id"],
+            "subject_id": item["subject_id"],
+            "chain_id": item["chain_id"],
+            "kind": item["kind"],
+            "canonical_key": item.get("canonical_key"),
+            "content": item["content"],
+            "tags": item.get("tags", []),
+            "scope": item.get("scope", {}),
+            "source": {
+                "type": item["source_type"],
+                "ref": item.get("source_ref"),
+                "thread": item.get("source_thread"),
+                # A strict field: DynamoDB gives numbers as Decimal.
+                "turn": None if turn is None else int(turn),
+            },
+            "sensitivity": item["sensitivity"],
+            "consent": item["consent"],
+            "confidence": item.get("confidence"),
+            "visibility": item.get("visibility", []),
+            "status": item["status"],
+            "version": item["version"],
+            "valid_from": item["valid_from"],
+            "expires_at": item["expires_at"],
+            "supersedes_id": item.get("supersedes_id"),
+            "content_hash": item["content_hash"],
+            "index_status": item["index_status"],
+            "embedding_model": item.get("embedding_model"),
+            "artifact_id": item.get("artifact_id"),
+            "request_id": item.get("request_id"),
+            "created_by": item["created_by"],
+            "created_at": item["created_at"],
+            "updated_at": item["updated_at"],
+            "subject_epoch": item.get("subject_epoch", 0),
+            "language": item.get("language", "auto"),
+        }
     )
 
 
