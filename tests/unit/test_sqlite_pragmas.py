@@ -5,7 +5,15 @@ from __future__ import annotations
 import sqlite3
 from pathlib import Path
 
-from memvault.storage.sqlite.db import MMAP_BYTES, PAGE_BYTES, Database, Migration
+import pytest
+
+from memvault.storage.sqlite.db import (
+    MMAP_BYTES,
+    PAGE_BYTES,
+    Database,
+    Migration,
+    convert_page_size,
+)
 from memvault.storage.sqlite.schema import MIGRATIONS
 
 
@@ -27,7 +35,8 @@ def test_each_connection_reads_the_file_memory_mapped_and_it_never_shrinks(
     a page beyond a smaller mapping sits unmapped in the OS's cache, where a kernel that
     reclaims idle unmapped file pages drops it within minutes (a 100,000-memory store is
     540 MB). That is safe only while the file cannot shrink under a mapping: no
-    auto-vacuum (and the store runs no VACUUM)."""
+    auto-vacuum (the one VACUUM, rewriting an older file's pages, runs before the stack
+    opens the file)."""
     assert MMAP_BYTES >= 2**31 - 2**16
     db = Database(tmp_path / "memvault.db", MIGRATIONS)
     try:
@@ -67,7 +76,8 @@ def test_a_new_file_has_pages_that_hold_a_memory_whole(tmp_path: Path) -> None:
 
 
 def test_a_file_made_with_other_pages_keeps_them_and_its_data(tmp_path: Path) -> None:
-    """The page size is set only where the file is new: an older store opens as it was."""
+    """Opening sets the page size only where the file is new: an older store opens as it
+    was (the local stack rewrites it before it opens it, `convert_page_size`)."""
     path = tmp_path / "old.db"
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA page_size=4096")
@@ -83,3 +93,70 @@ def test_a_file_made_with_other_pages_keeps_them_and_its_data(tmp_path: Path) ->
             assert conn.execute("SELECT x FROM t").fetchall()[0][0] == 7
     finally:
         db.close()
+
+
+def _old_store(path: Path) -> None:
+    """A store file as memvault made them before 8 KB pages: 4 KB pages, WAL, memories."""
+    raw = sqlite3.connect(path)
+    raw.execute("PRAGMA page_size=4096")
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.close()
+    db = Database(path, MIGRATIONS)
+    db.close()
+    raw = sqlite3.connect(path, isolation_level=None)
+    assert raw.execute("PRAGMA page_size").fetchone()[0] == 4096
+    raw.execute("CREATE TABLE probe (n INTEGER, body TEXT)")
+    raw.executemany("INSERT INTO probe VALUES (?, ?)", [(i, "x" * 1200) for i in range(500)])
+    raw.close()
+
+
+def test_an_older_file_is_rewritten_in_8_kb_pages_with_its_data(tmp_path: Path) -> None:
+    """The local stack converts a store made with 4 KB pages when it starts
+    (``convert_page_size``): in those pages a memory's row overflows into a page of its
+    own. Once converted, the file opens as any new one does."""
+    path = tmp_path / "memvault.db"
+    _old_store(path)
+
+    assert convert_page_size(path) == 4096
+    assert convert_page_size(path) is None  # once only
+
+    db = Database(path, MIGRATIONS)
+    try:
+        with db.read() as conn:
+            assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES
+            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+            assert tuple(conn.execute("SELECT count(*), sum(n) FROM probe").fetchone()) == (
+                500,
+                sum(range(500)),
+            )
+            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
+    finally:
+        db.close()
+
+
+def test_a_file_another_process_holds_is_left_as_it_was(tmp_path: Path) -> None:
+    """``VACUUM`` needs the file to itself: where another connection reads it (``memvault
+    doctor`` beside a starting stack), the conversion gives up and the file works on."""
+    path = tmp_path / "memvault.db"
+    _old_store(path)
+    reader = sqlite3.connect(path, isolation_level=None)
+    reader.execute("BEGIN")
+    reader.execute("SELECT count(*) FROM probe").fetchone()
+    try:
+        with pytest.raises(sqlite3.OperationalError):
+            convert_page_size(path, busy_ms=50)
+    finally:
+        reader.execute("COMMIT")
+        reader.close()
+    raw = sqlite3.connect(path)
+    try:
+        assert raw.execute("PRAGMA page_size").fetchone()[0] == 4096
+        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
+        assert raw.execute("SELECT count(*) FROM probe").fetchone()[0] == 500
+    finally:
+        raw.close()
+
+
+def test_no_file_is_made_where_there_was_none(tmp_path: Path) -> None:
+    assert convert_page_size(tmp_path / "absent.db") is None
+    assert not (tmp_path / "absent.db").exists()

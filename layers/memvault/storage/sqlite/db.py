@@ -41,8 +41,9 @@ BUSY_TIMEOUT_MS = 10_000
 #: machine) drops it after a minute. With 256 MB of a 100,000-memory store (540 MB)
 #: mapped, memvault's recall p95 over its floor's was 1.22-1.25 in three runs of 600
 #: recalls, against 1.12-1.16 with the file mapped whole (``docs/testing.md``). Safe here
-#: because the file never shrinks under a mapping: the store runs no VACUUM and no
-#: auto-vacuum. Writes still go through the pager.
+#: because the file never shrinks under a mapping: no auto-vacuum, and the one VACUUM
+#: (``convert_page_size``) runs before the stack opens the file. Writes still go through
+#: the pager.
 MMAP_BYTES = 0x7FFF0000
 #: The page size of a new file (an existing file keeps the size it was made with). A
 #: memory's row (about 1.2 KB, most of it its body) does not fit in a 4 KB page of a
@@ -52,6 +53,45 @@ MMAP_BYTES = 0x7FFF0000
 #: 1.06 -> 0.66 ms at the median inside recall (the same store, copied both ways).
 #: Writes measured as fast (about 500 a second either way).
 PAGE_BYTES = 8192
+
+
+def convert_page_size(
+    path: str | Path, *, busy_ms: int = 2_000, before: Callable[[int], None] | None = None
+) -> int | None:
+    """Rewrite a store file made with pages smaller than ``PAGE_BYTES`` in pages of that
+    size (``VACUUM``), before this process opens it. Returns the old page size when the
+    file was rewritten, ``None`` when there was nothing to do (no file, or pages of that
+    size already).
+
+    Run only where nothing else of this stack has the file open (the local stack does it
+    at start, under its single-instance lock): ``VACUUM`` needs the file to itself, and
+    it shrinks the file, which ``MMAP_BYTES`` relies on no open connection seeing. It is
+    one transaction: where another process holds the file (``memvault doctor``) or the
+    disk is full, it raises ``sqlite3.Error`` and the file is as it was. ``before`` is
+    told the old page size when the rewrite starts (it takes about 6 s a GB)."""
+    path = Path(path)
+    if not path.exists():
+        return None
+    conn = sqlite3.connect(path, isolation_level=None, timeout=busy_ms / 1000)
+    try:
+        old = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        if old >= PAGE_BYTES:
+            return None
+        # A WAL file keeps its page size; a rollback-journal file takes the new one at
+        # its next VACUUM. Back to WAL after, whatever happened (``_open`` sets it too).
+        try:
+            if conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0] != "delete":
+                raise sqlite3.OperationalError("database is locked")
+            conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
+            conn.execute("PRAGMA secure_delete=ON")
+            if before is not None:
+                before(old)
+            conn.execute("VACUUM")
+        finally:
+            conn.execute("PRAGMA journal_mode=WAL")
+        return old
+    finally:
+        conn.close()
 
 
 @dataclass(frozen=True)
