@@ -20,7 +20,6 @@ import os
 import secrets
 import signal
 import socket
-import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -45,7 +44,7 @@ from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.services.deletion import resume_unfinished
 from memvault.storage.dynamodb.tables import MEMORY, create_tables, physical_name, table_names
-from memvault.storage.sqlite.db import PAGE_BYTES, OutboxFeed, convert_page_size
+from memvault.storage.sqlite.db import PAGE_BYTES, NotConverted, OutboxFeed, convert_page_size
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.bodies import GuardedServer
@@ -458,24 +457,26 @@ class _Local:
 
 def _convert_pages(path: Path, out: TextIO) -> None:
     """A store made before memvault gave new files 8 KB pages is rewritten in them, once,
-    before anything opens it (``convert_page_size``); one that cannot be, now, works on."""
+    before anything opens it (``convert_page_size``); one that cannot be, now, is used as
+    it is and tried again at the next start."""
     started = time.monotonic()
 
     def announce(old: int) -> None:
         size_mb = path.stat().st_size / 1e6
         out.write(
             f"{path.name}: rewriting its {old // 1024} KB pages as {PAGE_BYTES // 1024} KB "
-            f"ones, once ({size_mb:,.0f} MB, about {max(1, round(size_mb * 0.006))} s)...\n"
+            f"ones into a copy beside it, once ({size_mb:,.0f} MB, about "
+            f"{max(1, round(size_mb * 0.006))} s)...\n"
         )
         out.flush()
 
     try:
         old = convert_page_size(path, before=announce)
-    except (OSError, sqlite3.Error) as err:
+    except NotConverted as why:
         out.write(
-            f"{path.name} keeps its smaller pages for now ({err}); it works as it is, and "
-            "is rewritten when the stack starts with nothing else holding the file and as "
-            "much free disk space as its size.\n"
+            f"{path.name}: not rewritten ({why}); the stack starts on it as it is, and "
+            "tries again at its next start (it needs the file to itself and free space "
+            "beside it as large as the file).\n"
         )
         return
     if old is not None:

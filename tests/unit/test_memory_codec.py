@@ -77,3 +77,17 @@ def test_a_record_that_breaks_the_model_is_refused_not_served() -> None:
 def test_a_memory_model_round_trips_its_times() -> None:
     m = memory_from_item(stored())
     assert Memory.model_validate_json(m.model_dump_json()) == m
+
+
+@pytest.mark.parametrize(
+    "when",
+    ["2027-01-01T00:00:00", "2027-01-01", "1798761600", "2027-01-01T00:00:00+02:00"],
+    ids=["no zone", "date only", "epoch seconds", "offset"],
+)
+def test_a_time_not_in_the_stored_format_is_refused(when: str) -> None:
+    """Every stored time is ``iso``'s: UTC, milliseconds, a ``Z``. Anything else in a
+    record (a hand-edited table) is refused, not read as a time without a zone that
+    recall's expiry check cannot compare."""
+    for field in ("valid_from", "expires_at", "created_at", "updated_at"):
+        with pytest.raises(ValueError, match="does not match format"):
+            memory_from_item(stored(**{field: when}))

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import sqlite3
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from memvault.storage.sqlite.db import (
     PAGE_BYTES,
     Database,
     Migration,
+    NotConverted,
     convert_page_size,
 )
 from memvault.storage.sqlite.schema import MIGRATIONS
@@ -116,9 +119,12 @@ def test_an_older_file_is_rewritten_in_8_kb_pages_with_its_data(tmp_path: Path) 
     own. Once converted, the file opens as any new one does."""
     path = tmp_path / "memvault.db"
     _old_store(path)
+    told: list[int] = []
 
-    assert convert_page_size(path) == 4096
+    assert convert_page_size(path, before=told.append) == 4096
+    assert told == [4096]
     assert convert_page_size(path) is None  # once only
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memvault.db"]
 
     db = Database(path, MIGRATIONS)
     try:
@@ -134,20 +140,55 @@ def test_an_older_file_is_rewritten_in_8_kb_pages_with_its_data(tmp_path: Path) 
         db.close()
 
 
-def test_a_file_another_process_holds_is_left_as_it_was(tmp_path: Path) -> None:
-    """``VACUUM`` needs the file to itself: where another connection reads it (``memvault
-    doctor`` beside a starting stack), the conversion gives up and the file works on."""
+def test_writes_left_in_the_log_by_a_killed_writer_are_kept(tmp_path: Path) -> None:
+    """A stack killed with kill -9 leaves committed writes in the write-ahead log, not yet
+    in the file: the rewrite copies them too."""
     path = tmp_path / "memvault.db"
     _old_store(path)
-    reader = sqlite3.connect(path, isolation_level=None)
-    reader.execute("BEGIN")
-    reader.execute("SELECT count(*) FROM probe").fetchone()
+    writer = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "c.execute('INSERT INTO probe VALUES (9999, \\'in the log\\')')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", writer, str(path)], check=True)
+    assert (tmp_path / "memvault.db-wal").stat().st_size > 0
+
+    assert convert_page_size(path) == 4096
+
+    raw = sqlite3.connect(path)
     try:
-        with pytest.raises(sqlite3.OperationalError):
-            convert_page_size(path, busy_ms=50)
+        assert raw.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES
+        assert raw.execute("SELECT body FROM probe WHERE n = 9999").fetchone() == ("in the log",)
+        assert raw.execute("SELECT count(*) FROM probe").fetchone()[0] == 501
     finally:
-        reader.execute("COMMIT")
-        reader.close()
+        raw.close()
+
+
+@pytest.mark.parametrize("in_transaction", [False, True], ids=["idle", "reading"])
+def test_a_file_another_connection_holds_is_left_as_it_was(
+    tmp_path: Path, in_transaction: bool
+) -> None:
+    """Where another connection has the file open (``memvault doctor`` beside a starting
+    stack, an ``sqlite3`` shell), idle or reading, the copy would not be the only view of
+    the store: nothing is replaced, no copy is left, and the file works on."""
+    path = tmp_path / "memvault.db"
+    _old_store(path)
+    other = sqlite3.connect(path, isolation_level=None)
+    other.execute("SELECT count(*) FROM probe").fetchone()
+    if in_transaction:
+        other.execute("BEGIN")
+        other.execute("SELECT count(*) FROM probe").fetchone()
+    try:
+        with pytest.raises(NotConverted, match="another process has it open"):
+            convert_page_size(path)
+        assert not (tmp_path / "memvault.db.converting").exists()
+        assert other.execute("SELECT count(*) FROM probe").fetchone()[0] == 500
+    finally:
+        if in_transaction:
+            other.execute("COMMIT")
+        other.close()
     raw = sqlite3.connect(path)
     try:
         assert raw.execute("PRAGMA page_size").fetchone()[0] == 4096
@@ -157,6 +198,24 @@ def test_a_file_another_process_holds_is_left_as_it_was(tmp_path: Path) -> None:
         raw.close()
 
 
-def test_no_file_is_made_where_there_was_none(tmp_path: Path) -> None:
+def test_what_is_not_a_store_is_refused_and_left_alone(tmp_path: Path) -> None:
+    path = tmp_path / "memvault.db"
+    path.write_bytes(b"not a database at all" * 400)
+    with pytest.raises(NotConverted):
+        convert_page_size(path)
+    assert path.read_bytes() == b"not a database at all" * 400
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["memvault.db"]
+
+
+def test_no_file_is_made_where_there_was_none_and_a_leftover_copy_goes(tmp_path: Path) -> None:
+    """A copy left by a rewrite that was interrupted (power cut before the rename) is
+    removed; the store beside it was never touched."""
     assert convert_page_size(tmp_path / "absent.db") is None
     assert not (tmp_path / "absent.db").exists()
+    (tmp_path / "empty.db").touch()
+    assert convert_page_size(tmp_path / "empty.db") is None
+    path = tmp_path / "memvault.db"
+    Database(path, MIGRATIONS).close()
+    (tmp_path / "memvault.db.converting").write_bytes(b"half a copy")
+    assert convert_page_size(path) is None
+    assert not (tmp_path / "memvault.db.converting").exists()

@@ -61,9 +61,11 @@ def memory_to_item(m: Memory) -> dict[str, Any]:
 
 
 def memory_from_item(item: dict[str, Any]) -> Memory:
-    """A version from its plain record. The model parses the stored strings itself (kinds,
-    times, the nested source) in one validation: recall reads back every candidate, and
-    converting each field in Python first took twice as long a row."""
+    """A version from its plain record, in one validation of the model, which parses the
+    stored kinds and the nested source itself: recall reads back every candidate, and
+    converting each field in Python first took half as long again a row (12.5 against 8.7
+    us). Times are read by ``parse_iso``, in the one format ``iso`` writes: the model would
+    also take a time without a zone, which then cannot be compared with a zoned one."""
     turn = item.get("source_turn")
     return Memory.model_validate(
         {
@@ -89,8 +91,8 @@ def memory_from_item(item: dict[str, Any]) -> Memory:
             "visibility": item.get("visibility", []),
             "status": item["status"],
             "version": item["version"],
-            "valid_from": item["valid_from"],
-            "expires_at": item["expires_at"],
+            "valid_from": parse_iso(item["valid_from"]),
+            "expires_at": parse_iso(item["expires_at"]),
             "supersedes_id": item.get("supersedes_id"),
             "content_hash": item["content_hash"],
             "index_status": item["index_status"],
@@ -98,8 +100,8 @@ def memory_from_item(item: dict[str, Any]) -> Memory:
             "artifact_id": item.get("artifact_id"),
             "request_id": item.get("request_id"),
             "created_by": item["created_by"],
-            "created_at": item["created_at"],
-            "updated_at": item["updated_at"],
+            "created_at": parse_iso(item["created_at"]),
+            "updated_at": parse_iso(item["updated_at"]),
             "subject_epoch": item.get("subject_epoch", 0),
             "language": item.get("language", "auto"),
         }
