@@ -3,20 +3,9 @@
 from __future__ import annotations
 
 import sqlite3
-import subprocess
-import sys
 from pathlib import Path
 
-import pytest
-
-from memvault.storage.sqlite.db import (
-    MMAP_BYTES,
-    PAGE_BYTES,
-    Database,
-    Migration,
-    NotConverted,
-    convert_page_size,
-)
+from memvault.storage.sqlite.db import MMAP_BYTES, PAGE_BYTES, Database, Migration
 from memvault.storage.sqlite.schema import MIGRATIONS
 
 
@@ -38,8 +27,7 @@ def test_each_connection_reads_the_file_memory_mapped_and_it_never_shrinks(
     a page beyond a smaller mapping sits unmapped in the OS's cache, where a kernel that
     reclaims idle unmapped file pages drops it within minutes (a 100,000-memory store is
     540 MB). That is safe only while the file cannot shrink under a mapping: no
-    auto-vacuum (the one VACUUM, rewriting an older file's pages, runs before the stack
-    opens the file)."""
+    auto-vacuum (and the store runs no VACUUM)."""
     assert MMAP_BYTES >= 2**31 - 2**16
     db = Database(tmp_path / "memvault.db", MIGRATIONS)
     try:
@@ -79,8 +67,7 @@ def test_a_new_file_has_pages_that_hold_a_memory_whole(tmp_path: Path) -> None:
 
 
 def test_a_file_made_with_other_pages_keeps_them_and_its_data(tmp_path: Path) -> None:
-    """Opening sets the page size only where the file is new: an older store opens as it
-    was (the local stack rewrites it before it opens it, `convert_page_size`)."""
+    """The page size is set only where the file is new: an older store opens as it was."""
     path = tmp_path / "old.db"
     raw = sqlite3.connect(path)
     raw.execute("PRAGMA page_size=4096")
@@ -96,126 +83,3 @@ def test_a_file_made_with_other_pages_keeps_them_and_its_data(tmp_path: Path) ->
             assert conn.execute("SELECT x FROM t").fetchall()[0][0] == 7
     finally:
         db.close()
-
-
-def _old_store(path: Path) -> None:
-    """A store file as memvault made them before 8 KB pages: 4 KB pages, WAL, memories."""
-    raw = sqlite3.connect(path)
-    raw.execute("PRAGMA page_size=4096")
-    raw.execute("PRAGMA journal_mode=WAL")
-    raw.close()
-    db = Database(path, MIGRATIONS)
-    db.close()
-    raw = sqlite3.connect(path, isolation_level=None)
-    assert raw.execute("PRAGMA page_size").fetchone()[0] == 4096
-    raw.execute("CREATE TABLE probe (n INTEGER, body TEXT)")
-    raw.executemany("INSERT INTO probe VALUES (?, ?)", [(i, "x" * 1200) for i in range(500)])
-    raw.close()
-
-
-def test_an_older_file_is_rewritten_in_8_kb_pages_with_its_data(tmp_path: Path) -> None:
-    """The local stack converts a store made with 4 KB pages when it starts
-    (``convert_page_size``): in those pages a memory's row overflows into a page of its
-    own. Once converted, the file opens as any new one does."""
-    path = tmp_path / "memvault.db"
-    _old_store(path)
-    told: list[int] = []
-
-    assert convert_page_size(path, before=told.append) == 4096
-    assert told == [4096]
-    assert convert_page_size(path) is None  # once only
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["memvault.db"]
-
-    db = Database(path, MIGRATIONS)
-    try:
-        with db.read() as conn:
-            assert conn.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES
-            assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-            assert tuple(conn.execute("SELECT count(*), sum(n) FROM probe").fetchone()) == (
-                500,
-                sum(range(500)),
-            )
-            assert conn.execute("PRAGMA integrity_check").fetchone()[0] == "ok"
-    finally:
-        db.close()
-
-
-def test_writes_left_in_the_log_by_a_killed_writer_are_kept(tmp_path: Path) -> None:
-    """A stack killed with kill -9 leaves committed writes in the write-ahead log, not yet
-    in the file: the rewrite copies them too."""
-    path = tmp_path / "memvault.db"
-    _old_store(path)
-    writer = (
-        "import os, sqlite3, sys\n"
-        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
-        "c.execute('INSERT INTO probe VALUES (9999, \\'in the log\\')')\n"
-        "os._exit(0)\n"
-    )
-    subprocess.run([sys.executable, "-c", writer, str(path)], check=True)
-    assert (tmp_path / "memvault.db-wal").stat().st_size > 0
-
-    assert convert_page_size(path) == 4096
-
-    raw = sqlite3.connect(path)
-    try:
-        assert raw.execute("PRAGMA page_size").fetchone()[0] == PAGE_BYTES
-        assert raw.execute("SELECT body FROM probe WHERE n = 9999").fetchone() == ("in the log",)
-        assert raw.execute("SELECT count(*) FROM probe").fetchone()[0] == 501
-    finally:
-        raw.close()
-
-
-@pytest.mark.parametrize("in_transaction", [False, True], ids=["idle", "reading"])
-def test_a_file_another_connection_holds_is_left_as_it_was(
-    tmp_path: Path, in_transaction: bool
-) -> None:
-    """Where another connection has the file open (``memvault doctor`` beside a starting
-    stack, an ``sqlite3`` shell), idle or reading, the copy would not be the only view of
-    the store: nothing is replaced, no copy is left, and the file works on."""
-    path = tmp_path / "memvault.db"
-    _old_store(path)
-    other = sqlite3.connect(path, isolation_level=None)
-    other.execute("SELECT count(*) FROM probe").fetchone()
-    if in_transaction:
-        other.execute("BEGIN")
-        other.execute("SELECT count(*) FROM probe").fetchone()
-    try:
-        with pytest.raises(NotConverted, match="another process has it open"):
-            convert_page_size(path)
-        assert not (tmp_path / "memvault.db.converting").exists()
-        assert other.execute("SELECT count(*) FROM probe").fetchone()[0] == 500
-    finally:
-        if in_transaction:
-            other.execute("COMMIT")
-        other.close()
-    raw = sqlite3.connect(path)
-    try:
-        assert raw.execute("PRAGMA page_size").fetchone()[0] == 4096
-        assert raw.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
-        assert raw.execute("SELECT count(*) FROM probe").fetchone()[0] == 500
-    finally:
-        raw.close()
-
-
-def test_what_is_not_a_store_is_refused_and_left_alone(tmp_path: Path) -> None:
-    path = tmp_path / "memvault.db"
-    path.write_bytes(b"not a database at all" * 400)
-    with pytest.raises(NotConverted):
-        convert_page_size(path)
-    assert path.read_bytes() == b"not a database at all" * 400
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["memvault.db"]
-
-
-def test_no_file_is_made_where_there_was_none_and_a_leftover_copy_goes(tmp_path: Path) -> None:
-    """A copy left by a rewrite that was interrupted (power cut before the rename) is
-    removed; the store beside it was never touched."""
-    assert convert_page_size(tmp_path / "absent.db") is None
-    assert not (tmp_path / "absent.db").exists()
-    (tmp_path / "empty.db").touch()
-    assert convert_page_size(tmp_path / "empty.db") is None
-    path = tmp_path / "memvault.db"
-    Database(path, MIGRATIONS).close()
-    (tmp_path / "memvault.db.converting").write_bytes(b"half a copy")
-    assert convert_page_size(path) is None
-    assert not (tmp_path / "memvault.db.converting").exists()

@@ -17,7 +17,6 @@ migration at a time, each in its own transaction.
 from __future__ import annotations
 
 import json
-import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -42,9 +41,8 @@ BUSY_TIMEOUT_MS = 10_000
 #: machine) drops it after a minute. With 256 MB of a 100,000-memory store (540 MB)
 #: mapped, memvault's recall p95 over its floor's was 1.22-1.25 in three runs of 600
 #: recalls, against 1.12-1.16 with the file mapped whole (``docs/testing.md``). Safe here
-#: because the file never shrinks under a mapping: no auto-vacuum and no VACUUM (an older
-#: file's pages are rewritten into a copy that replaces it, ``convert_page_size``).
-#: Writes still go through the pager.
+#: because the file never shrinks under a mapping: the store runs no VACUUM and no
+#: auto-vacuum. Writes still go through the pager.
 MMAP_BYTES = 0x7FFF0000
 #: The page size of a new file (an existing file keeps the size it was made with). A
 #: memory's row (about 1.2 KB, most of it its body) does not fit in a 4 KB page of a
@@ -54,93 +52,6 @@ MMAP_BYTES = 0x7FFF0000
 #: 1.06 -> 0.66 ms at the median inside recall (the same store, copied both ways).
 #: Writes measured as fast (about 500 a second either way).
 PAGE_BYTES = 8192
-
-
-#: Where ``convert_page_size`` writes the rewritten file, beside the store, before it
-#: replaces the store (a leftover from an interrupted rewrite is removed at the next).
-CONVERTING_SUFFIX = ".converting"
-
-
-class NotConverted(Exception):
-    """The store file could not be rewritten now; it is as it was."""
-
-
-def convert_page_size(
-    path: str | Path, *, before: Callable[[int], None] | None = None
-) -> int | None:
-    """Rewrite a store file made with pages smaller than ``PAGE_BYTES`` in pages of that
-    size, before this process opens it. Returns the old page size when the file was
-    rewritten, ``None`` when there was nothing to do (no file, an empty one, or pages of
-    that size already). ``before`` is told the old page size when the copy starts (about
-    6 s a GB).
-
-    The live file is never changed in place. ``VACUUM INTO`` copies a consistent snapshot
-    of it (its write-ahead log included) into ``<file>.converting`` beside it, in the new
-    pages; the store's log is then checkpointed into it and closed, and the copy replaces
-    it by one rename. A crash before the rename leaves the store as it was (and a
-    leftover copy, removed next time); after it, the new file. A process that still has
-    the old file open keeps reading the old file; none of its pages shrinks under a
-    mapping (``MMAP_BYTES``). Any temporary data stays in memory (``temp_store``), not
-    in the system's temp folder.
-
-    Raises ``NotConverted`` where it cannot now, and leaves the store as it was: another
-    process holds the file (its log is not gone after the checkpoint) or wrote to it
-    during the copy, the folder is read-only, the disk is full, or the file is no SQLite
-    database."""
-    path = Path(path)
-    copy = path.with_name(path.name + CONVERTING_SUFFIX)
-    copy.unlink(missing_ok=True)
-    if not path.exists() or path.stat().st_size == 0:
-        return None
-    try:
-        conn = sqlite3.connect(path, isolation_level=None, timeout=1.0)
-        try:
-            old = int(conn.execute("PRAGMA page_size").fetchone()[0])
-            if old >= PAGE_BYTES:
-                return None
-            if before is not None:
-                before(old)
-            conn.execute("PRAGMA temp_store=MEMORY")
-            conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
-            version = conn.execute("PRAGMA data_version").fetchone()[0]
-            conn.execute("VACUUM INTO ?", (str(copy),))
-            if conn.execute("PRAGMA data_version").fetchone()[0] != version:
-                raise NotConverted("another process wrote to it during the copy")
-            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-        finally:
-            conn.close()
-        # The last connection to close removes the log and its shared memory; one still
-        # there means another connection has the file open (or the folder is read-only).
-        for side in ("-wal", "-shm"):
-            if path.with_name(path.name + side).exists():
-                raise NotConverted(f"another process has it open ({path.name}{side} stays)")
-        fresh = sqlite3.connect(copy, isolation_level=None)
-        try:
-            if int(fresh.execute("PRAGMA page_size").fetchone()[0]) != PAGE_BYTES:
-                raise NotConverted("the copy did not take the new page size")
-            if fresh.execute("PRAGMA quick_check").fetchone()[0] != "ok":
-                raise NotConverted("the copy did not check out")
-            fresh.execute("PRAGMA journal_mode=WAL")
-        finally:
-            fresh.close()
-        _fsync(copy)
-        copy.replace(path)
-        _fsync(path.parent)
-        return old
-    except NotConverted:
-        copy.unlink(missing_ok=True)
-        raise
-    except (OSError, sqlite3.Error) as err:
-        copy.unlink(missing_ok=True)
-        raise NotConverted(str(err)) from err
-
-
-def _fsync(path: Path) -> None:
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)
