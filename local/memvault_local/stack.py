@@ -44,7 +44,7 @@ from memvault.indexing.indexer import Indexer
 from memvault.observability import logger
 from memvault.services.deletion import resume_unfinished
 from memvault.storage.dynamodb.tables import MEMORY, create_tables, physical_name, table_names
-from memvault.storage.sqlite.db import OutboxFeed
+from memvault.storage.sqlite.db import PAGE_BYTES, NotConverted, OutboxFeed, convert_page_size
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.bodies import GuardedServer
@@ -455,8 +455,36 @@ class _Local:
                 closer()
 
 
+def _convert_pages(path: Path, out: TextIO) -> None:
+    """A store made before memvault gave new files 8 KB pages is rewritten in them, once,
+    before anything of the stack opens it (``convert_page_size``); one that cannot be,
+    now, is used as it is and tried again at the next start."""
+    started = time.monotonic()
+
+    def announce(old: int) -> None:
+        size_mb = path.stat().st_size / 1e6
+        out.write(
+            f"{path.name}: rewriting its {old // 1024} KB pages as {PAGE_BYTES // 1024} KB "
+            f"ones, once ({size_mb:,.0f} MB, about {max(1, round(size_mb * 0.006))} s)...\n"
+        )
+        out.flush()
+
+    try:
+        old = convert_page_size(path, before=announce)
+    except NotConverted as why:
+        out.write(
+            f"{path.name}: not rewritten in 8 KB pages ({why}); the stack starts on it as "
+            "it is and tries again at its next start (it needs the file to itself, and "
+            "free space beside it about as large as the file).\n"
+        )
+        return
+    if old is not None:
+        out.write(f"{path.name}: done in {time.monotonic() - started:.1f} s.\n")
+
+
 def _on_embedded_store(options: StackOptions, home: Path, url: str, out: TextIO) -> _Local:
     settings = Settings(**_local_defaults(home, url))
+    _convert_pages(Path(settings.data_dir or home) / "memvault.db", out)
     new_index = (
         settings.search_backend == "embedded"
         and not index_path(settings, embedder_from_settings(settings)).exists()

@@ -427,6 +427,62 @@ def _word(writer: int, n: int) -> str:
     return f"zq{writer}x{n}k"
 
 
+def _page_size(db: Path) -> int:
+    raw = sqlite3.connect(db)
+    try:
+        return int(raw.execute("PRAGMA page_size").fetchone()[0])
+    finally:
+        raw.close()
+
+
+def test_a_store_with_4_kb_pages_is_rewritten_in_8_kb_ones_at_start_keeping_everything(
+    tmp_path: Path,
+) -> None:
+    """Given a store made before memvault gave new files 8 KB pages (4 KB: a memory's row
+    overflows into a page of its own), when `memvault run` starts on it, then it says it
+    rewrites the file once, the file has 8 KB pages, and every memory reads back and is
+    recalled as before."""
+    home = tmp_path / "home"
+    db = home / "data" / "memvault.db"
+    subject = "pages-1"
+    stack = _start(home)
+    try:
+        api = _client(stack, subject)
+        made = api.call(
+            "POST",
+            f"/v1/subjects/{subject}/memories",
+            body=_memory("pages-tea", "Prefers green tea over coffee in the afternoon"),
+        )
+        assert made.status == 201, made.body
+        memory_id = made.body["memory_id"]
+        _until(
+            lambda: api.call("GET", f"/v1/subjects/{subject}/memories/{memory_id}"),
+            lambda r: r.status == 200 and r.body["index_status"] == "indexed",
+        )
+    finally:
+        stack.stop()
+    assert _page_size(db) == 8192
+    raw = sqlite3.connect(db, isolation_level=None)
+    for statement in ("journal_mode=DELETE", "page_size=4096"):
+        raw.execute(f"PRAGMA {statement}")
+    raw.execute("VACUUM")
+    raw.execute("PRAGMA journal_mode=WAL")
+    raw.close()
+    assert _page_size(db) == 4096
+
+    stack = _start(home)
+    try:
+        assert "rewriting its 4 KB pages as 8 KB ones" in stack.banner, stack.banner
+        api = _client(stack, subject)
+        again = api.call("GET", f"/v1/subjects/{subject}/memories/{memory_id}")
+        assert again.status == 200, again.body
+        assert again.body["content"] == "Prefers green tea over coffee in the afternoon"
+        assert _recalled(api, subject, "green tea afternoon") == [memory_id]
+    finally:
+        stack.stop()
+    assert _page_size(db) == 8192
+
+
 def test_a_kill_9_while_four_clients_write_loses_no_acknowledged_write(tmp_path: Path) -> None:
     """Given 4 client threads writing memories concurrently, when the stack is killed
     with SIGKILL mid-stream and started again on the same home, then every write that

@@ -16,7 +16,9 @@ migration at a time, each in its own transaction.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 import sqlite3
 import threading
 from collections.abc import Callable, Iterator, Mapping, Sequence
@@ -41,8 +43,9 @@ BUSY_TIMEOUT_MS = 10_000
 #: machine) drops it after a minute. With 256 MB of a 100,000-memory store (540 MB)
 #: mapped, memvault's recall p95 over its floor's was 1.22-1.25 in three runs of 600
 #: recalls, against 1.12-1.16 with the file mapped whole (``docs/testing.md``). Safe here
-#: because the file never shrinks under a mapping: the store runs no VACUUM and no
-#: auto-vacuum. Writes still go through the pager.
+#: because the file never shrinks under a mapping: no auto-vacuum, and the one VACUUM
+#: (``convert_page_size``) runs before the stack opens the file, with the file to itself.
+#: Writes still go through the pager.
 MMAP_BYTES = 0x7FFF0000
 #: The page size of a new file (an existing file keeps the size it was made with). A
 #: memory's row (about 1.2 KB, most of it its body) does not fit in a 4 KB page of a
@@ -52,6 +55,87 @@ MMAP_BYTES = 0x7FFF0000
 #: 1.06 -> 0.66 ms at the median inside recall (the same store, copied both ways).
 #: Writes measured as fast (about 500 a second either way).
 PAGE_BYTES = 8192
+
+
+class NotConverted(Exception):
+    """The store file could not be rewritten now; it is as it was."""
+
+
+def convert_page_size(
+    path: str | Path, *, busy_ms: int = 1_000, before: Callable[[int], None] | None = None
+) -> int | None:
+    """Rewrite a store file made with pages smaller than ``PAGE_BYTES`` in pages of that
+    size, in place, before this process opens it. Returns the old page size when the file
+    was rewritten, ``None`` when there was nothing to do (no file, an empty one, or pages
+    of that size already). ``before`` is told the old page size when the rewrite starts
+    (about 6 s a GB).
+
+    The file is taken for this connection alone first (``locking_mode=EXCLUSIVE`` and a
+    first read): where any other connection has it open, that fails at once and nothing
+    has changed. Only then does it leave WAL mode (its log checkpointed into it and
+    removed; where the log stays, as in a read-only folder, it stops there), and
+    ``VACUUM`` rewrites it in one transaction under that lock: another process that opens
+    the file meanwhile waits, or gives up, and then sees either file whole. A crash
+    leaves a hot journal that SQLite rolls back at the next open. VACUUM's temporary copy
+    goes beside the store, not to the system's temp folder. The file is renamed never,
+    so its owner, mode and any symlink to it stay.
+
+    Raises ``NotConverted`` where it cannot now (the file is held, its folder cannot be
+    written, the disk is full, it is no SQLite database); the file is then as it was."""
+    path = Path(path)
+    if not path.exists() or path.stat().st_size == 0:
+        return None
+    real = Path(os.path.realpath(path))
+    try:
+        conn = sqlite3.connect(real, isolation_level=None, timeout=busy_ms / 1000)
+    except sqlite3.Error as err:
+        raise NotConverted(str(err)) from err
+    try:
+        try:
+            old = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        except sqlite3.Error as err:
+            raise NotConverted(str(err)) from err
+        if old >= PAGE_BYTES:
+            return None
+        probe = real.with_name(real.name + ".writable")
+        try:
+            probe.touch()
+            probe.unlink()
+        except OSError as err:
+            raise NotConverted(f"its folder cannot be written ({err.strerror})") from err
+        try:
+            conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
+            mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
+            if mode != "delete" or real.with_name(real.name + "-wal").exists():
+                raise NotConverted("its write-ahead log could not be folded into it")
+            conn.execute("BEGIN EXCLUSIVE")
+            conn.execute("COMMIT")
+            conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
+            conn.execute(f"PRAGMA temp_store_directory='{_sql_text(str(real.parent))}'")
+            if conn.execute("PRAGMA temp_store_directory").fetchone() in (None, ("",)):
+                conn.execute("PRAGMA temp_store=MEMORY")  # a build without that pragma
+            if before is not None:
+                before(old)
+            try:
+                conn.execute("VACUUM")
+            finally:
+                conn.execute("PRAGMA temp_store_directory=''")
+            new = int(conn.execute("PRAGMA page_size").fetchone()[0])
+        except sqlite3.Error as err:
+            raise NotConverted(str(err)) from err
+        finally:
+            with contextlib.suppress(sqlite3.Error):  # ``_open`` sets WAL again anyway
+                conn.execute("PRAGMA journal_mode=WAL")
+        if new != PAGE_BYTES:
+            raise NotConverted("the page size did not change")
+        return old
+    finally:
+        conn.close()
+
+
+def _sql_text(value: str) -> str:
+    return value.replace("'", "''")
 
 
 @dataclass(frozen=True)
