@@ -463,9 +463,14 @@ def _convert_pages(path: Path, out: TextIO) -> None:
 
     def announce(old: int) -> None:
         size_mb = path.stat().st_size / 1e6
+        what = (
+            f"its {_page_words(old)} pages as {_page_words(PAGE_BYTES)} ones"
+            if old < PAGE_BYTES
+            else "it to cut off old pages an interrupted rewrite left past its end"
+        )
         out.write(
-            f"{path.name}: rewriting its {old // 1024} KB pages as {PAGE_BYTES // 1024} KB "
-            f"ones, once ({size_mb:,.0f} MB, about {max(1, round(size_mb * 0.006))} s)...\n"
+            f"{path.name}: rewriting {what}, once ({size_mb:,.0f} MB, about "
+            f"{max(1, round(size_mb * 0.006))} s)...\n"
         )
         out.flush()
 
@@ -473,13 +478,17 @@ def _convert_pages(path: Path, out: TextIO) -> None:
         old = convert_page_size(path, before=announce)
     except NotConverted as why:
         out.write(
-            f"{path.name}: not rewritten in 8 KB pages ({why}); the stack starts on it as "
-            "it is and tries again at its next start (it needs the file to itself, and "
-            "free space beside it about as large as the file).\n"
+            f"{path.name}: not rewritten in {_page_words(PAGE_BYTES)} pages ({why}); the "
+            "stack starts on it as it is and tries again at its next start (it needs the "
+            "file to itself, and free space beside it up to twice the file's size).\n"
         )
         return
     if old is not None:
         out.write(f"{path.name}: done in {time.monotonic() - started:.1f} s.\n")
+
+
+def _page_words(size: int) -> str:
+    return f"{size // 1024} KB" if size >= 1024 else f"{size}-byte"
 
 
 def _on_embedded_store(options: StackOptions, home: Path, url: str, out: TextIO) -> _Local:

@@ -281,3 +281,45 @@ def test_no_file_is_made_where_there_was_none(tmp_path: Path) -> None:
     (tmp_path / "empty.db").touch()
     assert convert_page_size(tmp_path / "empty.db") is None
     assert (tmp_path / "empty.db").read_bytes() == b""
+
+
+def test_old_pages_left_past_the_end_by_an_interrupted_rewrite_are_cut_off(
+    tmp_path: Path,
+) -> None:
+    """A rewrite killed between its commit and cutting the file to its new length leaves
+    the old pages past the file's end, where deleting a memory never reaches them (found
+    by a fresh probe): a file longer than its pages is rewritten again, 8 KB or not."""
+    path = tmp_path / "memvault.db"
+    _old_store(path)
+    assert convert_page_size(path) == 4096
+    whole = path.stat().st_size
+    with path.open("ab") as f:  # what the killed rewrite left: old pages past the end
+        f.write(b"the badge number is zq4411x " * 4000)
+
+    told: list[int] = []
+    assert convert_page_size(path, before=told.append) == PAGE_BYTES
+    assert told == [PAGE_BYTES]
+
+    assert path.stat().st_size <= whole
+    assert b"zq4411x" not in path.read_bytes()
+    assert _state(path) == (PAGE_BYTES, "wal", 500, "ok")
+    assert convert_page_size(path) is None
+
+
+def test_a_callback_that_fails_leaves_no_setting_behind(tmp_path: Path) -> None:
+    """Where the caller's ``before`` raises, the file is as it was and SQLite's
+    process-wide temp folder is not left pointing at the store's folder."""
+    path = tmp_path / "memvault.db"
+    _old_store(path)
+
+    def broken(old: int) -> None:
+        raise BrokenPipeError("stdout went away")
+
+    with pytest.raises(BrokenPipeError):
+        convert_page_size(path, before=broken)
+    raw = sqlite3.connect(":memory:")
+    try:
+        assert raw.execute("PRAGMA temp_store_directory").fetchone() in (None, ("",))
+    finally:
+        raw.close()
+    assert _state(path) == (4096, "wal", 500, "ok")

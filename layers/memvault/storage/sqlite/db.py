@@ -68,7 +68,7 @@ def convert_page_size(
     size, in place, before this process opens it. Returns the old page size when the file
     was rewritten, ``None`` when there was nothing to do (no file, an empty one, or pages
     of that size already). ``before`` is told the old page size when the rewrite starts
-    (about 6 s a GB).
+    (about 6 s a GB; free space beside the file up to twice its size).
 
     The file is taken for this connection alone first (``locking_mode=EXCLUSIVE`` and a
     first read): where any other connection has it open, that fails at once and nothing
@@ -80,22 +80,35 @@ def convert_page_size(
     goes beside the store, not to the system's temp folder. The file is renamed never,
     so its owner, mode and any symlink to it stay.
 
+    A rewrite killed between its commit and cutting the file to its new length leaves
+    old pages past the file's end, where deleting a memory would never reach them: such a
+    file (longer than its pages) is rewritten again, whatever its page size.
+
     Raises ``NotConverted`` where it cannot now (the file is held, its folder cannot be
     written, the disk is full, it is no SQLite database); the file is then as it was."""
     path = Path(path)
     if not path.exists() or path.stat().st_size == 0:
         return None
     real = Path(os.path.realpath(path))
+    for leftover in real.parent.glob("etilqs_*"):
+        # VACUUM's temporary file, left by a kill between its creation and its unlink.
+        if leftover.is_file() and leftover.stat().st_size == 0:
+            with contextlib.suppress(OSError):
+                leftover.unlink()
     try:
         conn = sqlite3.connect(real, isolation_level=None, timeout=busy_ms / 1000)
     except sqlite3.Error as err:
         raise NotConverted(str(err)) from err
     try:
         try:
+            # A read first: it rolls back a journal that a killed rewrite left, so that
+            # the page size read next is the file's, not the unfinished rewrite's.
+            conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
             old = int(conn.execute("PRAGMA page_size").fetchone()[0])
+            pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
         except sqlite3.Error as err:
             raise NotConverted(str(err)) from err
-        if old >= PAGE_BYTES:
+        if old >= PAGE_BYTES and real.stat().st_size <= pages * old:
             return None
         probe = real.with_name(real.name + ".writable")
         try:
@@ -112,15 +125,15 @@ def convert_page_size(
             conn.execute("BEGIN EXCLUSIVE")
             conn.execute("COMMIT")
             conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
-            conn.execute(f"PRAGMA temp_store_directory='{_sql_text(str(real.parent))}'")
-            if conn.execute("PRAGMA temp_store_directory").fetchone() in (None, ("",)):
-                conn.execute("PRAGMA temp_store=MEMORY")  # a build without that pragma
             if before is not None:
                 before(old)
             try:
+                conn.execute(f"PRAGMA temp_store_directory='{_sql_text(str(real.parent))}'")
+                if conn.execute("PRAGMA temp_store_directory").fetchone() in (None, ("",)):
+                    conn.execute("PRAGMA temp_store=MEMORY")  # a build without that pragma
                 conn.execute("VACUUM")
             finally:
-                conn.execute("PRAGMA temp_store_directory=''")
+                conn.execute("PRAGMA temp_store_directory=''")  # process-wide: reset
             new = int(conn.execute("PRAGMA page_size").fetchone()[0])
         except sqlite3.Error as err:
             raise NotConverted(str(err)) from err
