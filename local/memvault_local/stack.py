@@ -478,9 +478,9 @@ def _convert_pages(path: Path, out: TextIO) -> None:
         old = convert_page_size(path, before=announce)
     except NotConverted as why:
         out.write(
-            f"{path.name}: not rewritten in {_page_words(PAGE_BYTES)} pages ({why}); the "
-            "stack starts on it as it is and tries again at its next start (it needs the "
-            "file to itself, and free space beside it up to twice the file's size).\n"
+            f"{path.name}: not rewritten ({why}); the stack starts on it as it is and "
+            "tries again at its next start (it needs the file to itself, and free space "
+            "beside it up to twice the file's size).\n"
         )
         return
     if old is not None:

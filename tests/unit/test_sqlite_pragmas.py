@@ -293,7 +293,11 @@ def test_old_pages_left_past_the_end_by_an_interrupted_rewrite_are_cut_off(
     _old_store(path)
     assert convert_page_size(path) == 4096
     whole = path.stat().st_size
-    with path.open("ab") as f:  # what the killed rewrite left: old pages past the end
+    # What the killed rewrite left: the file out of WAL mode, old pages past its end.
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("PRAGMA journal_mode=DELETE")
+    raw.close()
+    with path.open("ab") as f:
         f.write(b"the badge number is zq4411x " * 4000)
 
     told: list[int] = []
@@ -323,3 +327,46 @@ def test_a_callback_that_fails_leaves_no_setting_behind(tmp_path: Path) -> None:
     finally:
         raw.close()
     assert _state(path) == (4096, "wal", 500, "ok")
+
+
+def test_a_file_of_larger_pages_past_its_end_keeps_its_page_size(tmp_path: Path) -> None:
+    path = tmp_path / "memvault.db"
+    raw = sqlite3.connect(path, isolation_level=None)
+    raw.execute("PRAGMA page_size=16384")
+    raw.execute("CREATE TABLE probe (n INTEGER, body TEXT)")
+    raw.executemany("INSERT INTO probe VALUES (?, ?)", [(i, "x" * 1200) for i in range(200)])
+    raw.close()
+    with path.open("ab") as f:
+        f.write(b"\0" * 65536)
+
+    assert convert_page_size(path) == 16384
+
+    assert path.stat().st_size % 16384 == 0
+    assert _state(path)[::2] == (16384, 200)
+
+
+def test_a_log_that_shrank_the_file_is_no_reason_to_rewrite_it(tmp_path: Path) -> None:
+    """In WAL mode the file may be longer than its pages until a checkpoint cuts it (a
+    VACUUM in the log, its writer killed): that is not a rewrite's leftover."""
+    path = tmp_path / "memvault.db"
+    Database(path, MIGRATIONS).close()
+    shrinker = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "c.execute('CREATE TABLE probe (n INTEGER, body TEXT)')\n"
+        "c.executemany('INSERT INTO probe VALUES (?, ?)', [(i, 'x' * 1200) for i in range(2000)])\n"
+        "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')\n"
+        "c.execute('DELETE FROM probe WHERE n >= 100')\n"
+        "c.execute('VACUUM')\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", shrinker, str(path)], check=True)
+    assert (tmp_path / "memvault.db-wal").stat().st_size > 0
+    longer = path.stat().st_size
+
+    assert convert_page_size(path) is None
+
+    # Its close was the last: the checkpoint cut the file, as the log said.
+    assert path.stat().st_size < longer
+    assert _state(path) == (PAGE_BYTES, "wal", 100, "ok")

@@ -82,7 +82,8 @@ def convert_page_size(
 
     A rewrite killed between its commit and cutting the file to its new length leaves
     old pages past the file's end, where deleting a memory would never reach them: such a
-    file (longer than its pages) is rewritten again, whatever its page size.
+    file (out of WAL mode, as the rewrite leaves it, and longer than its pages) is
+    rewritten again, keeping a page size larger than ``PAGE_BYTES``.
 
     Raises ``NotConverted`` where it cannot now (the file is held, its folder cannot be
     written, the disk is full, it is no SQLite database); the file is then as it was."""
@@ -106,10 +107,14 @@ def convert_page_size(
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
             old = int(conn.execute("PRAGMA page_size").fetchone()[0])
             pages = int(conn.execute("PRAGMA page_count").fetchone()[0])
+            logged = conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
         except sqlite3.Error as err:
             raise NotConverted(str(err)) from err
-        if old >= PAGE_BYTES and real.stat().st_size <= pages * old:
+        # Past its pages only out of WAL mode, as the rewrite leaves it: in WAL mode the
+        # log's last transaction may have shrunk the file, which a checkpoint will cut.
+        if old >= PAGE_BYTES and (logged or real.stat().st_size <= pages * old):
             return None
+        wanted = max(old, PAGE_BYTES)  # a file of larger pages keeps them
         probe = real.with_name(real.name + ".writable")
         try:
             probe.touch()
@@ -124,7 +129,7 @@ def convert_page_size(
                 raise NotConverted("its write-ahead log could not be folded into it")
             conn.execute("BEGIN EXCLUSIVE")
             conn.execute("COMMIT")
-            conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
+            conn.execute(f"PRAGMA page_size={wanted}")
             if before is not None:
                 before(old)
             try:
@@ -140,7 +145,7 @@ def convert_page_size(
         finally:
             with contextlib.suppress(sqlite3.Error):  # ``_open`` sets WAL again anyway
                 conn.execute("PRAGMA journal_mode=WAL")
-        if new != PAGE_BYTES:
+        if new != wanted:
             raise NotConverted("the page size did not change")
         return old
     finally:
