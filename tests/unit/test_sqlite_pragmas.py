@@ -153,19 +153,26 @@ def test_an_older_file_is_rewritten_in_8_kb_pages_with_its_data(tmp_path: Path) 
         db.close()
 
 
+def _killed_after(path: Path, *statements: str) -> None:
+    """Run ``statements`` in a process that then dies without closing (as kill -9 does):
+    what it committed stays in the write-ahead log, not yet checkpointed into the file."""
+    script = (
+        "import os, sqlite3, sys\n"
+        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
+        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
+        "for statement in sys.argv[2:]:\n"
+        "    c.execute(statement)\n"
+        "os._exit(0)\n"
+    )
+    subprocess.run([sys.executable, "-c", script, str(path), *statements], check=True)
+
+
 def test_writes_left_in_the_log_by_a_killed_writer_are_kept(tmp_path: Path) -> None:
     """A stack killed with kill -9 leaves committed writes in the write-ahead log, not yet
     in the file: they are folded in before the rewrite."""
     path = tmp_path / "memvault.db"
     _old_store(path)
-    writer = (
-        "import os, sqlite3, sys\n"
-        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
-        "c.execute(\"INSERT INTO probe VALUES (9999, 'in the log')\")\n"
-        "os._exit(0)\n"
-    )
-    subprocess.run([sys.executable, "-c", writer, str(path)], check=True)
+    _killed_after(path, "INSERT INTO probe VALUES (9999, 'in the log')")
     assert (tmp_path / "memvault.db-wal").stat().st_size > 0
 
     assert convert_page_size(path) == 4096
@@ -350,18 +357,16 @@ def test_a_log_that_shrank_the_file_is_no_reason_to_rewrite_it(tmp_path: Path) -
     VACUUM in the log, its writer killed): that is not a rewrite's leftover."""
     path = tmp_path / "memvault.db"
     Database(path, MIGRATIONS).close()
-    shrinker = (
-        "import os, sqlite3, sys\n"
-        "c = sqlite3.connect(sys.argv[1], isolation_level=None)\n"
-        "c.execute('PRAGMA wal_autocheckpoint=0')\n"
-        "c.execute('CREATE TABLE probe (n INTEGER, body TEXT)')\n"
-        "c.executemany('INSERT INTO probe VALUES (?, ?)', [(i, 'x' * 1200) for i in range(2000)])\n"
-        "c.execute('PRAGMA wal_checkpoint(TRUNCATE)')\n"
-        "c.execute('DELETE FROM probe WHERE n >= 100')\n"
-        "c.execute('VACUUM')\n"
-        "os._exit(0)\n"
+    _killed_after(
+        path,
+        "CREATE TABLE probe (n INTEGER, body TEXT)",
+        # 2,000 rows of 1,200 x's.
+        "WITH RECURSIVE n(i) AS (SELECT 0 UNION ALL SELECT i + 1 FROM n WHERE i < 1999) "
+        "INSERT INTO probe SELECT i, replace(hex(zeroblob(600)), '0', 'x') FROM n",
+        "PRAGMA wal_checkpoint(TRUNCATE)",
+        "DELETE FROM probe WHERE n >= 100",
+        "VACUUM",
     )
-    subprocess.run([sys.executable, "-c", shrinker, str(path)], check=True)
     assert (tmp_path / "memvault.db-wal").stat().st_size > 0
     longer = path.stat().st_size
 

@@ -123,6 +123,7 @@ def convert_page_size(
             raise NotConverted(f"its folder cannot be written ({err.strerror})") from err
         try:
             conn.execute("PRAGMA locking_mode=EXCLUSIVE")
+            # Under exclusive locking this read's lock is kept: the file is ours from here.
             conn.execute("SELECT count(*) FROM sqlite_schema").fetchone()
             mode = conn.execute("PRAGMA journal_mode=DELETE").fetchone()[0]
             if mode != "delete" or real.with_name(real.name + "-wal").exists():
