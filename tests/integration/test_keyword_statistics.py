@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 
 from memvault.embeddings.hashing import HashingEmbedder
+from memvault.search.opensearch import OpenSearchIndex
 from memvault_wire.memory import Sensitivity
 from memvault_wire.recall import RecallRequest
 from tests.support.harness import a_write, ctx
@@ -133,3 +134,35 @@ def test_equal_scores_rank_by_chain_id_not_by_where_the_index_put_them(rig: Reca
     ranked = [(i.why.keyword_rank, i.memory.chain_id) for i in result.items]
     assert len(ranked) == len(notes)
     assert [chain for _, chain in sorted(ranked)] == sorted(chain for _, chain in ranked)
+
+
+@pytest.fixture(params=[p for p in RIG_PARAMS if p[0] == "opensearch"], ids="-".join)
+def os_rig(request: pytest.FixtureRequest) -> Iterator[RecallRig]:
+    yield from rig_for(request.param, HashingEmbedder())
+
+
+def test_the_count_stays_out_of_the_shards_request_cache(os_rig: RecallRig) -> None:
+    """OpenSearch keeps the answer of a search that returns no hits (``size: 0``, as the
+    count is) in the shard's request cache by default. The count's filter holds the time
+    of the recall, so no entry would ever be read again: each would only push out one that
+    might be, and keep the query's words in the node's memory. The count asks not to be
+    cached."""
+    rig = os_rig
+    for word in ("apple", "cherry", "zephyrine"):
+        _write(rig, f"A note about {word} for the cache")
+    rig.sync()
+    assert isinstance(rig.index, OpenSearchIndex)
+    client, name = rig.index.client, rig.index.name
+
+    def cached() -> tuple[int, int]:
+        stats = client.indices.stats(index=name, metric="request_cache")
+        held = stats["indices"][name]["total"]["request_cache"]
+        return int(held["miss_count"]), int(held["memory_size_in_bytes"])
+
+    before = cached()
+    for query in ("apple cherry", "zephyrine note", "cherry cache"):
+        result = rig.services.recall.recall(
+            READER, "u-1", RecallRequest(query=query, mode="hybrid", relevance_floor=False)
+        )
+        assert result.items
+    assert cached() == before

@@ -495,8 +495,14 @@ class OpenSearchIndex:
         words = query_words(text)
         if not words:
             return None
+        # Not into the shard's request cache: the filter holds the time of the recall, so
+        # no entry would be read again, and each would evict one that might be (measured:
+        # about 0.1 ms less a count at 100,000 memories) and keep the query's words there.
         out = self.client.search(
-            index=self.alias, routing=flt.tenant_id, body=statistics_query(flt, words)
+            index=self.alias,
+            routing=flt.tenant_id,
+            body=statistics_query(flt, words),
+            request_cache="false",
         )
         buckets = out["aggregations"]["words"]["buckets"]
         found = KeywordStatistics(

@@ -153,10 +153,13 @@ class RecallService:
         valid = self._relevant(valid, req)
         # A fact whose canonical key the query names comes first, as the reranker keeps it:
         # one corrected since the index last saw it has no index score to rank by.
-        ranked = sorted(
-            (self._item(c, m, now) for c, m in valid),
-            key=lambda i: (not _named_by_key(i), -i.score, i.memory.memory_id),
+        scored = sorted(
+            ((round(self._score(c, m, now), 6), c, m) for c, m in valid),
+            key=lambda s: ("canonical_key" not in s[1].sources, -s[0], s[2].memory_id),
         )
+        # Answer models only for what can be answered: the reranker reorders its head.
+        shown = max(req.limit, self.settings.rerank_candidates if self.reranker else 0)
+        ranked = [self._item(c, m, score) for score, c, m in scored[:shown]]
         items = self._reranked(req, ranked)[: req.limit]
         self._log_recall(ctx, found, candidates, relevant=len(valid), returned=len(items))
         tracing = self.traces is not None and self.settings.tracing
@@ -865,16 +868,24 @@ class RecallService:
         scored.sort(key=lambda i: (not _named_by_key(i), -(i.why.rerank_score or 0.0)))
         return scored + ranked[len(head) :]
 
-    def _item(self, c: _Candidate, m: Memory, now: datetime) -> RecalledItem:
+    @staticmethod
+    def _relevance(c: _Candidate) -> float:
+        return c.fused + c.context + (0.5 if c.exact_key else 0.0)
+
+    def _score(self, c: _Candidate, m: Memory, now: datetime) -> float:
+        """The relevance, raised a little for a trusted, recent or confirmed source."""
         trust = TRUST.get(m.source.type, 0.5)
         age_days = max((now - m.valid_from).total_seconds(), 0.0) / 86_400
         recency = math.exp(-age_days / 180)
-        confirmed = m.source.type in (SourceType.USER_CONFIRMED, SourceType.HUMAN_REVIEW)
-        relevance = c.fused + c.context + (0.5 if c.exact_key else 0.0)
-        score = relevance * (1 + 0.15 * trust + 0.05 * recency + 0.05 * confirmed)
+        confirmed = _confirmed(m)
+        return self._relevance(c) * (1 + 0.15 * trust + 0.05 * recency + 0.05 * confirmed)
+
+    def _item(self, c: _Candidate, m: Memory, score: float) -> RecalledItem:
+        relevance = self._relevance(c)
+        confirmed = _confirmed(m)
         return RecalledItem(
             memory=m,
-            score=round(score, 6),
+            score=score,
             why=MatchReason(
                 matched_by=list(dict.fromkeys(c.sources)),
                 keyword_rank=c.keyword_rank,
@@ -924,6 +935,10 @@ def _walk(found: StoredVersion | None, raw: dict[str, StoredVersion]) -> StoredV
         found = following
         hops += 1
     return found
+
+
+def _confirmed(m: Memory) -> bool:
+    return m.source.type in (SourceType.USER_CONFIRMED, SourceType.HUMAN_REVIEW)
 
 
 def _named_by_key(item: RecalledItem) -> bool:
