@@ -21,6 +21,7 @@ from __future__ import annotations
 import contextlib
 import os
 import pickle
+import signal
 import struct
 import subprocess
 import sys
@@ -78,6 +79,9 @@ class _Child:
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             env=env,
+            # Its own process group: Ctrl-C in the terminal goes to the stack, which then
+            # closes the worker's stdin; the worker never takes the signal itself.
+            process_group=0,
         )
 
     def ready(self, expected_version: str, model_id: str) -> None:
@@ -259,7 +263,13 @@ def serve(kind: str, model_dir: str, nice: int, stdin: IO[bytes], stdout: IO[byt
 
 
 if __name__ == "__main__":
+    # The stack owns its workers and ends them by closing their stdin (as its own exit
+    # does). A SIGINT sent to a worker all the same is left to the stack: one that took
+    # it died with a traceback in the log.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     # Frames go on the real stdout; anything printed by a library goes to stderr.
     frames = sys.stdout.buffer
     sys.stdout = sys.stderr
-    serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.stdin.buffer, frames)
+    # The stack gone before an answer was written: nothing is left to answer.
+    with contextlib.suppress(BrokenPipeError):
+        serve(sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.stdin.buffer, frames)

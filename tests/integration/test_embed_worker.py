@@ -122,3 +122,52 @@ def test_the_workers_load_their_models_at_once(
         assert len(pool.embed(TEXTS)) == len(TEXTS)
     finally:
         pool.close()
+
+
+def test_the_workers_are_out_of_the_stacks_process_group(minilm: MiniLmEmbedder) -> None:
+    """Ctrl-C in the terminal that runs `memvault run` sends SIGINT to the terminal's
+    foreground process group. The workers were in it, each died of the signal beside the
+    stack, and a fresh helper found two `KeyboardInterrupt` tracebacks in the stack's log
+    at each stop. They now have a group of their own; the stack ends them by closing their
+    stdin."""
+    pool = WorkerEmbedder(minilm, processes=2)
+    try:
+        pool.start()
+        assert len(pool.pids) == 2
+        assert all(os.getpgid(pid) not in (os.getpgrp(), 0) for pid in pool.pids)
+        assert len(pool.embed(TEXTS)) == len(TEXTS)
+    finally:
+        pool.close()
+
+
+def test_a_worker_sent_sigint_goes_on_and_ends_quietly(minilm: MiniLmEmbedder) -> None:
+    """A SIGINT sent to a worker itself is left to the stack: the worker goes on
+    answering, and ends, without a traceback, when its stdin closes."""
+    import subprocess
+    import sys
+    import time
+
+    from memvault_local import embed_worker
+
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in sys.path if p))
+    child = subprocess.Popen(
+        [sys.executable, "-m", "memvault_local.embed_worker", "minilm", str(minilm.model_dir), "0"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        env=env,
+    )
+    assert child.stdin is not None and child.stdout is not None and child.stderr is not None
+    try:
+        assert embed_worker._receive(child.stdout)[0] == "ready"
+        child.send_signal(signal.SIGINT)
+        time.sleep(0.2)
+        embed_worker._send(child.stdin, ["The cat sleeps on the piano."])
+        assert embed_worker._receive(child.stdout)[:2] == ("ok", 1)
+        child.stdin.close()
+        assert child.wait(timeout=30) == 0
+        assert b"Traceback" not in child.stderr.read()
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
