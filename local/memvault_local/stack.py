@@ -45,6 +45,7 @@ from memvault.observability import logger
 from memvault.services.deletion import resume_unfinished
 from memvault.storage.dynamodb.tables import MEMORY, create_tables, physical_name, table_names
 from memvault.storage.sqlite.db import PAGE_BYTES, NotConverted, OutboxFeed, convert_page_size
+from memvault.storage.stores import store_file
 from memvault.wiring import build_indexer, build_services
 from memvault_local.adapter import ApiGatewayAdapter
 from memvault_local.bodies import GuardedServer
@@ -493,7 +494,7 @@ def _page_words(size: int) -> str:
 
 def _on_embedded_store(options: StackOptions, home: Path, url: str, out: TextIO) -> _Local:
     settings = Settings(**_local_defaults(home, url))
-    _convert_pages(Path(settings.data_dir or home) / "memvault.db", out)
+    _convert_pages(store_file(settings), out)
     new_index = (
         settings.search_backend == "embedded"
         and not index_path(settings, embedder_from_settings(settings)).exists()

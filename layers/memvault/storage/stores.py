@@ -66,6 +66,11 @@ def data_folder(settings: Settings) -> Path:
     return Path(settings.data_dir)
 
 
+def store_file(settings: Settings) -> Path:
+    """The embedded store's one SQLite file."""
+    return data_folder(settings) / "memvault.db"
+
+
 def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     from memvault.storage.local.objects import LocalObjectStore
     from memvault.storage.sqlite import artifacts as sqlite_artifacts
@@ -78,7 +83,7 @@ def sqlite_stores(settings: Settings, clock: Clock) -> Stores:
     from memvault.storage.sqlite.traces import SqliteTraceStore
 
     folder = data_folder(settings)
-    database = Database(folder / "memvault.db", MIGRATIONS, synchronous=settings.sqlite_synchronous)
+    database = Database(store_file(settings), MIGRATIONS, synchronous=settings.sqlite_synchronous)
     memory = SqliteMemoryStore(database, add_reference=sqlite_artifacts.add_reference)
     sessions = SqliteSessionStore(database)
     runs = SqliteRunStore(database, reference_artifact=sqlite_artifacts.add_reference)
